@@ -1,0 +1,88 @@
+"""Turning wire messages into log records and stored messages back into JSON.
+
+Values are stored as the JSON text the producer sent (re-serialised once by
+orjson) or as raw bytes for ``value_base64``; on the way out the stored JSON text
+is spliced into the response as an ``orjson.Fragment`` instead of being parsed
+and serialised again.
+"""
+
+from __future__ import annotations
+
+import base64
+import binascii
+from collections.abc import Mapping
+from dataclasses import dataclass
+from typing import Any
+
+import orjson
+from starlette.responses import Response
+
+from app.api.models import MessageIn
+from app.domain import Record, StoredMessage, now_ms
+from app.errors import InvalidRequest, MessageTooLarge, ValidationFailed
+from app.storage.schema import VALUE_BINARY, VALUE_JSON
+
+
+@dataclass(frozen=True, slots=True)
+class MessageLimits:
+    max_message_bytes: int
+    max_header_count: int
+    max_header_bytes: int
+
+
+class JsonResponse(Response):
+    media_type = "application/json"
+
+    def render(self, content: Any) -> bytes:
+        return orjson.dumps(content)
+
+
+def to_record(message: MessageIn, limits: MessageLimits, *, timestamp: int | None = None) -> Record:
+    if message.value_base64 is not None:
+        try:
+            value = base64.b64decode(message.value_base64, validate=True)
+        except (binascii.Error, ValueError) as error:
+            raise ValidationFailed("value_base64 is not valid base64") from error
+        kind = VALUE_BINARY
+    else:
+        try:
+            value = orjson.dumps(message.value)
+        except TypeError as error:  # e.g. an integer beyond 64 bits
+            raise ValidationFailed(f"value cannot be stored as JSON: {error}") from error
+        kind = VALUE_JSON
+    headers = encode_headers(message.headers, limits)
+    size = len(value) + (len(message.key.encode()) if message.key else 0) + (len(headers) if headers else 0)
+    if size > limits.max_message_bytes:
+        raise MessageTooLarge(f"message of {size} bytes is over the limit of {limits.max_message_bytes}")
+    return Record(message.key, value, kind, headers, timestamp or now_ms())
+
+
+def encode_headers(headers: Mapping[str, str], limits: MessageLimits) -> str | None:
+    if not headers:
+        return None
+    if len(headers) > limits.max_header_count:
+        raise InvalidRequest(f"{len(headers)} headers is over the limit of {limits.max_header_count}")
+    encoded = orjson.dumps(headers)
+    if len(encoded) > limits.max_header_bytes:
+        raise InvalidRequest(f"headers of {len(encoded)} bytes are over the limit of {limits.max_header_bytes}")
+    return encoded.decode()
+
+
+def value_fields(value: bytes, value_kind: int) -> dict[str, Any]:
+    """``{"value": …}`` or ``{"value_base64": …}`` for a stored value."""
+    if value_kind == VALUE_BINARY:
+        return {"value_base64": base64.b64encode(value).decode()}
+    return {"value": orjson.Fragment(value)}
+
+
+def message_json(message: StoredMessage) -> dict[str, Any]:
+    body: dict[str, Any] = {
+        "topic": message.topic,
+        "partition": message.partition,
+        "offset": message.offset,
+        "timestamp": message.timestamp,
+        "key": message.key,
+        "headers": orjson.Fragment(message.headers) if message.headers else {},
+    }
+    body.update(value_fields(message.value, message.value_kind))
+    return body

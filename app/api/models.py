@@ -1,0 +1,155 @@
+"""Request and response bodies of the v1 API (they are also its OpenAPI schema)."""
+
+from __future__ import annotations
+
+from typing import Annotated, Any, Literal
+
+from pydantic import BaseModel, ConfigDict, Field, model_validator
+
+from app.constants import TOPIC_NAME_PATTERN
+
+TopicName = Annotated[str, Field(pattern=TOPIC_NAME_PATTERN, description="^[A-Za-z0-9._-]{1,249}$")]
+GroupName = Annotated[str, Field(min_length=1, max_length=255)]
+Partition = Annotated[int, Field(ge=0, le=2**31 - 1)]
+Offset = Annotated[int, Field(ge=0, le=2**63 - 1)]
+
+
+class Strict(BaseModel):
+    model_config = ConfigDict(extra="forbid")
+
+
+class MessageIn(Strict):
+    """A message: exactly one of ``value`` (any JSON) and ``value_base64`` (binary)."""
+
+    key: str | None = None
+    value: Any = None
+    value_base64: str | None = None
+    headers: dict[str, str] = Field(default_factory=dict)
+    partition: Partition | None = None
+
+    @model_validator(mode="after")
+    def _one_value(self) -> MessageIn:
+        has_value = "value" in self.model_fields_set
+        has_binary = "value_base64" in self.model_fields_set and self.value_base64 is not None
+        if has_value == has_binary:
+            raise ValueError("give exactly one of 'value' and 'value_base64'")
+        return self
+
+
+class MessageOut(BaseModel):
+    topic: str
+    partition: int
+    offset: int
+    timestamp: int
+    key: str | None
+    value: Any = None
+    value_base64: str | None = None
+    headers: dict[str, str]
+
+
+# -- topics ---------------------------------------------------------------------------
+
+
+class TopicCreate(Strict):
+    name: TopicName
+    partitions: Annotated[int, Field(ge=1, le=1024)] = 1
+
+
+class TopicSummary(BaseModel):
+    name: str
+    partitions: int
+
+
+class TopicList(BaseModel):
+    topics: list[TopicSummary]
+
+
+class PartitionDescription(BaseModel):
+    partition: int
+    log_start_offset: int
+    high_watermark: int
+    last_stable_offset: int
+
+
+class TopicDescription(BaseModel):
+    name: str
+    partitions: list[PartitionDescription]
+
+
+# -- produce ----------------------------------------------------------------------------
+
+
+class ProduceRequest(Strict):
+    messages: Annotated[list[MessageIn], Field(min_length=1)]
+
+
+class PartitionProduceRequest(Strict):
+    messages: Annotated[list[MessageIn], Field(min_length=1)]
+    producer_id: Annotated[int, Field(ge=0)] | None = None
+    producer_epoch: Annotated[int, Field(ge=0, le=2**31 - 1)] | None = None
+    base_sequence: Annotated[int, Field(ge=0, le=2**31 - 1)] | None = None
+    txn_id: Annotated[str, Field(min_length=1, max_length=64)] | None = None
+
+
+class OffsetAssignment(BaseModel):
+    partition: int
+    offset: int
+
+
+class ProduceResponse(BaseModel):
+    offsets: list[OffsetAssignment]
+    duplicate: bool = False
+
+
+class ProducerInit(Strict):
+    transactional_id: Annotated[str, Field(min_length=1, max_length=255)] | None = None
+    transaction_timeout_ms: Annotated[int, Field(ge=1)] | None = None
+
+
+class ProducerIdResponse(BaseModel):
+    producer_id: int
+    producer_epoch: int
+
+
+# -- fetch and groups ------------------------------------------------------------------------
+
+Isolation = Literal["read_committed", "read_uncommitted"]
+
+
+class FetchResponse(BaseModel):
+    messages: list[MessageOut]
+    next_offset: int
+    high_watermark: int
+    last_stable_offset: int
+
+
+class GroupOffsetIn(Strict):
+    topic: TopicName
+    partition: Partition
+    offset: Offset
+    metadata: Annotated[str, Field(max_length=4096)] | None = None
+
+
+class GroupOffsetsCommit(Strict):
+    offsets: Annotated[list[GroupOffsetIn], Field(min_length=1)]
+
+
+class GroupOffsetOut(BaseModel):
+    topic: str
+    partition: int
+    offset: int
+    metadata: str | None
+    lag: int | None
+
+
+class GroupOffsets(BaseModel):
+    offsets: list[GroupOffsetOut]
+
+
+class ErrorBody(BaseModel):
+    code: str
+    message: str
+
+
+class ErrorResponse(BaseModel):
+    error: ErrorBody

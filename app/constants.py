@@ -1,0 +1,24 @@
+"""Names of system topics and rules for topic names: one place for all of them."""
+
+from __future__ import annotations
+
+import re
+
+HALF_TOPIC = "RMQ_SYS_TRANS_HALF_TOPIC"
+OP_HALF_TOPIC = "RMQ_SYS_TRANS_OP_HALF_TOPIC"
+CHECK_MAX_TOPIC = "TRANS_CHECK_MAX_TIME_TOPIC"
+SYSTEM_TOPICS = (HALF_TOPIC, OP_HALF_TOPIC, CHECK_MAX_TOPIC)
+
+TOPIC_NAME_PATTERN = r"^[A-Za-z0-9._-]{1,249}$"
+TOPIC_NAME_RE = re.compile(TOPIC_NAME_PATTERN)
+_RESERVED_PREFIXES = ("RMQ_SYS_", "__", CHECK_MAX_TOPIC)
+
+# The tag RocketMQ gives op records that remove a half message.
+OP_REMOVE_TAG = "d"
+
+ISOLATION_READ_COMMITTED = "read_committed"
+ISOLATION_READ_UNCOMMITTED = "read_uncommitted"
+
+
+def is_system_topic(name: str) -> bool:
+    return name.startswith(_RESERVED_PREFIXES)

@@ -1,0 +1,115 @@
+"""Domain records shared by the log, the coordinator and the half store."""
+
+from __future__ import annotations
+
+import time
+from dataclasses import dataclass, field
+from typing import Any
+
+from app.storage.schema import CONTROL_NONE, VALUE_BINARY
+
+
+def now_ms() -> int:
+    return time.time_ns() // 1_000_000
+
+
+@dataclass(frozen=True, slots=True)
+class Topic:
+    topic_id: int
+    name: str
+    partitions: int
+
+
+@dataclass(frozen=True, slots=True)
+class Record:
+    """A message ready to be appended: the value is already encoded."""
+
+    key: str | None
+    value: bytes
+    value_kind: int
+    headers: str | None  # JSON object text, None when there are none
+    timestamp: int
+    properties: str | None = None
+
+    @property
+    def is_binary(self) -> bool:
+        return self.value_kind == VALUE_BINARY
+
+
+@dataclass(frozen=True, slots=True)
+class ProducerStamp:
+    """Who wrote a batch, for idempotence and transactions (Kafka's batch header)."""
+
+    producer_id: int | None = None
+    producer_epoch: int | None = None
+    base_sequence: int | None = None
+    txn_id: str | None = None
+    control: int = CONTROL_NONE
+
+
+@dataclass(frozen=True, slots=True)
+class AppendResult:
+    partition: int
+    base_offset: int
+    count: int
+    duplicate: bool = False
+
+    @property
+    def offsets(self) -> range:
+        return range(self.base_offset, self.base_offset + self.count)
+
+
+@dataclass(frozen=True, slots=True)
+class PartitionState:
+    partition: int
+    log_start_offset: int
+    high_watermark: int
+    last_stable_offset: int
+
+
+@dataclass(frozen=True, slots=True)
+class StoredMessage:
+    topic: str
+    partition: int
+    offset: int
+    timestamp: int
+    key: str | None
+    value: bytes
+    value_kind: int
+    headers: str | None
+    txn_id: str | None = None
+
+
+@dataclass(frozen=True, slots=True)
+class FetchResult:
+    messages: list[StoredMessage]
+    next_offset: int
+    state: PartitionState
+
+
+@dataclass(frozen=True, slots=True)
+class GroupOffset:
+    topic: str
+    partition: int
+    offset: int
+    metadata: str | None
+    lag: int | None = None
+
+
+@dataclass(frozen=True, slots=True)
+class OffsetCommit:
+    topic: str
+    partition: int
+    offset: int
+    metadata: str | None = None
+
+
+@dataclass(frozen=True, slots=True)
+class ProducerIdentity:
+    producer_id: int
+    producer_epoch: int
+    transactional_id: str | None = None
+    aborted_txn_ids: list[str] = field(default_factory=list)
+
+
+JsonValue = Any

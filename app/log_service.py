@@ -1,0 +1,204 @@
+"""The partitioned log as a service: topics, produce, fetch and group offsets."""
+
+from __future__ import annotations
+
+import itertools
+import time
+from collections import defaultdict
+from collections.abc import Sequence
+from dataclasses import dataclass
+
+from sqlalchemy import Connection
+
+from app.constants import ISOLATION_READ_COMMITTED, is_system_topic
+from app.domain import (
+    AppendResult,
+    FetchResult,
+    GroupOffset,
+    OffsetCommit,
+    PartitionState,
+    ProducerStamp,
+    Record,
+    Topic,
+)
+from app.errors import InvalidRequest, OffsetOutOfRange, PartitionNotFound, ReservedTopic
+from app.notifier import PartitionNotifier
+from app.partitioner import partition_for_key
+from app.storage import group_store, log_store, producer_store
+from app.storage.store import Store
+
+
+@dataclass(frozen=True, slots=True)
+class RoutedRecord:
+    """A record and the partition it was asked for (None: let the broker pick)."""
+
+    record: Record
+    partition: int | None = None
+
+
+class LogService:
+    def __init__(self, store: Store, notifier: PartitionNotifier) -> None:
+        self.store = store
+        self.notifier = notifier
+        self._round_robin: dict[str, itertools.count[int]] = defaultdict(itertools.count)
+
+    # -- topics -------------------------------------------------------------------------
+
+    async def create_topic(self, name: str, partition_count: int) -> Topic:
+        if is_system_topic(name):
+            raise ReservedTopic(f"{name!r} is a reserved system topic name")
+        return await self.store.write(lambda conn: log_store.create_topic(conn, name, partition_count))
+
+    async def list_topics(self, include_system: bool) -> list[Topic]:
+        found = await self.store.read(log_store.list_topics)
+        return [t for t in found if include_system or not is_system_topic(t.name)]
+
+    async def describe(self, name: str) -> tuple[Topic, list[PartitionState]]:
+        topic = await self.store.topic(name)
+        return topic, await self.store.read(lambda conn: log_store.partition_states(conn, topic))
+
+    async def writable_topic(self, name: str) -> Topic:
+        if is_system_topic(name):
+            raise ReservedTopic(f"{name!r} is a system topic; clients cannot write to it")
+        return await self.store.topic(name)
+
+    # -- produce --------------------------------------------------------------------------
+
+    def choose_partition(self, topic: Topic, requested: int | None, key: str | None) -> int:
+        if requested is not None:
+            check_partition(topic, requested)
+            return requested
+        if key is not None:
+            return partition_for_key(key, topic.partitions)
+        return next(self._round_robin[topic.name]) % topic.partitions
+
+    async def produce(self, topic_name: str, routed: Sequence[RoutedRecord]) -> list[tuple[int, int]]:
+        """Append to a topic, all or nothing; returns (partition, offset) in request order."""
+        topic = await self.writable_topic(topic_name)
+        partitions = [self.choose_partition(topic, r.partition, r.record.key) for r in routed]
+        by_partition: dict[int, list[int]] = defaultdict(list)
+        for index, partition in enumerate(partitions):
+            by_partition[partition].append(index)
+
+        def unit(conn: Connection) -> dict[int, int]:
+            # Lock partitions in a fixed order so concurrent multi-partition batches cannot deadlock.
+            return {
+                p: log_store.append(conn, topic, p, [routed[i].record for i in by_partition[p]])
+                for p in sorted(by_partition)
+            }
+
+        bases = await self.store.write(unit)
+        self.notifier.notify((topic.topic_id, p) for p in by_partition)
+        offsets: list[tuple[int, int]] = [(0, 0)] * len(routed)
+        for partition, indexes in by_partition.items():
+            for position, index in enumerate(indexes):
+                offsets[index] = (partition, bases[partition] + position)
+        return offsets
+
+    async def produce_idempotent(
+        self, topic_name: str, partition: int, records: Sequence[Record], stamp: ProducerStamp
+    ) -> AppendResult:
+        """Append a batch to one partition, deduplicated by producer id and sequence."""
+        topic = await self.writable_topic(topic_name)
+        check_partition(topic, partition)
+
+        def unit(conn: Connection) -> AppendResult:
+            return append_stamped(conn, topic, partition, records, stamp)
+
+        result = await self.store.write(unit)
+        if not result.duplicate:
+            self.notifier.notify([(topic.topic_id, partition)])
+        return result
+
+    # -- fetch ------------------------------------------------------------------------------
+
+    async def fetch(
+        self, topic_name: str, partition: int, offset: int, max_messages: int, max_wait_ms: int, isolation: str
+    ) -> FetchResult:
+        topic = await self.store.topic(topic_name)
+        check_partition(topic, partition)
+        deadline = time.monotonic() + max_wait_ms / 1000
+        while True:
+            result = await self.store.read(
+                lambda conn: read_partition(conn, topic, partition, offset, max_messages, isolation)
+            )
+            remaining = deadline - time.monotonic()
+            if result.messages or result.next_offset != offset or remaining <= 0:
+                return result
+            await self.notifier.wait([(topic.topic_id, partition)], remaining)
+
+    # -- consumer groups ------------------------------------------------------------------------
+
+    async def commit_group_offsets(self, group: str, commits: Sequence[OffsetCommit]) -> None:
+        resolved = [(await self.store.topic(c.topic), c) for c in commits]
+        for topic, commit in resolved:
+            check_partition(topic, commit.partition)
+
+        def unit(conn: Connection) -> None:
+            for topic, commit in resolved:
+                check_offset_committable(conn, topic, commit)
+            group_store.commit_offsets(
+                conn, group, [(t.topic_id, c.partition, c.offset, c.metadata) for t, c in resolved]
+            )
+
+        await self.store.write(unit)
+
+    async def group_offsets(self, group: str) -> list[GroupOffset]:
+        return await self.store.read(lambda conn: group_store.group_offsets_with_lag(conn, group))
+
+
+def check_partition(topic: Topic, partition: int) -> None:
+    if not 0 <= partition < topic.partitions:
+        raise PartitionNotFound(f"topic {topic.name!r} has partitions 0..{topic.partitions - 1}, not {partition}")
+
+
+def check_offset_committable(conn: Connection, topic: Topic, commit: OffsetCommit) -> None:
+    """A group offset may not point past the data: it would skip messages not yet written."""
+    _, high_watermark = log_store.partition_bounds(conn, topic, commit.partition)
+    if commit.offset > high_watermark:
+        raise OffsetOutOfRange(
+            f"offset {commit.offset} is past the high watermark {high_watermark} of {topic.name}/{commit.partition}"
+        )
+
+
+def append_stamped(
+    conn: Connection, topic: Topic, partition: int, records: Sequence[Record], stamp: ProducerStamp
+) -> AppendResult:
+    """Append with Kafka's idempotence checks when the batch carries a producer id."""
+    if stamp.producer_id is not None:
+        if stamp.producer_epoch is None:
+            raise InvalidRequest("producer_epoch is required with producer_id")
+        producer_store.check_epoch(conn, stamp.producer_id, stamp.producer_epoch)
+        if stamp.base_sequence is not None:
+            original = producer_store.claim_sequence(
+                conn, stamp.producer_id, stamp.producer_epoch, topic, partition, stamp.base_sequence, len(records)
+            )
+            if original is not None:
+                return original
+    base = log_store.append(conn, topic, partition, records, stamp)
+    return AppendResult(partition, base, len(records))
+
+
+def read_partition(
+    conn: Connection, topic: Topic, partition: int, offset: int, max_messages: int, isolation: str
+) -> FetchResult:
+    """One fetch: messages from ``offset`` up to the LSO (read_committed) or high watermark."""
+    state = log_store.partition_state(conn, topic, partition)
+    if not state.log_start_offset <= offset <= state.high_watermark:
+        raise OffsetOutOfRange(
+            f"offset {offset} is outside [{state.log_start_offset}, {state.high_watermark}] "
+            f"of {topic.name}/{partition}"
+        )
+    read_committed = isolation == ISOLATION_READ_COMMITTED
+    end = state.last_stable_offset if read_committed else state.high_watermark
+    if offset >= end:
+        return FetchResult([], offset, state)
+    found = log_store.read_range(conn, topic, partition, offset, end, max_messages)
+    # Control markers are not returned but still occupy offsets: a short page means
+    # everything up to `end` was scanned.
+    next_offset = found[-1].offset + 1 if len(found) == max_messages else end
+    if read_committed and any(m.txn_id is not None for m in found):
+        aborted = log_store.aborted_transactions(conn, topic.topic_id, partition, offset, next_offset)
+        if aborted:
+            found = [m for m in found if m.txn_id not in aborted]
+    return FetchResult(found, next_offset, state)

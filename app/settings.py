@@ -1,0 +1,49 @@
+"""Broker settings: ``HALFMQ_*`` environment variables, overridden by CLI flags."""
+
+from __future__ import annotations
+
+from typing import Literal
+
+from pydantic import Field
+from pydantic_settings import BaseSettings, SettingsConfigDict
+
+
+class Settings(BaseSettings):
+    model_config = SettingsConfigDict(env_prefix="HALFMQ_", extra="ignore")
+
+    database_url: str = "sqlite:///./halfmq.db"
+    # FULL: an acknowledged write survives power loss; NORMAL: only a process crash.
+    sqlite_synchronous: Literal["FULL", "NORMAL"] = "FULL"
+    migrate_on_start: bool = True
+    host: str = "127.0.0.1"
+    port: int = Field(8080, ge=0, le=65535)
+
+    # Mode 1 (RocketMQ names in brackets).
+    transaction_timeout_seconds: float = Field(6.0, ge=0)  # transactionTimeOut
+    check_interval_seconds: float = Field(30.0, gt=0)  # transactionCheckInterval
+    check_max: int = Field(15, ge=1)  # transactionCheckMax
+    check_timeout_seconds: float = Field(3.0, gt=0)
+    check_concurrency: int = Field(32, ge=1)
+    poll_check_lease_seconds: float = Field(30.0, gt=0)
+    resolved_retention_seconds: float = Field(3600.0, ge=0)
+
+    # Mode 2.
+    max_transaction_timeout_ms: int = Field(900_000, ge=1)
+    default_transaction_timeout_ms: int = Field(60_000, ge=1)
+    transactional_id_expiration_ms: int = Field(7 * 24 * 3600 * 1000, ge=1)
+
+    # Limits that protect the broker.
+    max_message_bytes: int = Field(4 * 1024 * 1024, ge=1)
+    max_request_bytes: int = Field(64 * 1024 * 1024, ge=1)
+    max_batch_messages: int = Field(10_000, ge=1)
+    max_fetch_messages: int = Field(10_000, ge=1)
+    max_fetch_wait_ms: int = Field(30_000, ge=0)
+    max_long_poll_waiters: int = Field(1_000, ge=1)
+    max_header_count: int = Field(64, ge=0)
+    max_header_bytes: int = Field(16 * 1024, ge=0)
+
+    # Leadership of the background jobs across broker processes.
+    lease_seconds: float = Field(15.0, gt=0)
+    run_checker: bool = True
+
+    log_level: str = "info"

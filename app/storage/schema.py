@@ -1,0 +1,224 @@
+"""The table definitions every storage module queries.
+
+This is a description for SQLAlchemy Core, not a way to create tables: only the
+Alembic migrations in ``migrations/`` create or change tables, and a test diffs
+the two so they cannot drift. All timestamps are milliseconds since the epoch.
+"""
+
+from __future__ import annotations
+
+from sqlalchemy import (
+    BigInteger,
+    Boolean,
+    Column,
+    ForeignKey,
+    Index,
+    Integer,
+    LargeBinary,
+    MetaData,
+    SmallInteger,
+    String,
+    Table,
+    Text,
+    UniqueConstraint,
+)
+
+# SQLite only auto-increments an INTEGER PRIMARY KEY.
+BigId = BigInteger().with_variant(Integer, "sqlite")
+
+metadata = MetaData(
+    naming_convention={
+        "ix": "ix_%(table_name)s_%(column_0_N_name)s",
+        "uq": "uq_%(table_name)s_%(column_0_N_name)s",
+        "fk": "fk_%(table_name)s_%(column_0_name)s_%(referred_table_name)s",
+        "pk": "pk_%(table_name)s",
+    }
+)
+
+topics = Table(
+    "topics",
+    metadata,
+    Column("topic_id", Integer, primary_key=True, autoincrement=True),
+    Column("name", String(249), nullable=False, unique=True),
+    Column("partitions", Integer, nullable=False),
+    Column("created_at", BigInteger, nullable=False),
+)
+
+partitions = Table(
+    "partitions",
+    metadata,
+    Column("topic_id", Integer, ForeignKey("topics.topic_id"), primary_key=True),
+    Column("partition", Integer, primary_key=True, autoincrement=False),
+    # The high watermark: the offset the next appended message gets.
+    Column("next_offset", BigInteger, nullable=False, default=0),
+    Column("log_start_offset", BigInteger, nullable=False, default=0),
+)
+
+# Control values for messages.control.
+CONTROL_NONE, CONTROL_COMMIT, CONTROL_ABORT = 0, 1, 2
+# Kinds for messages.value_kind.
+VALUE_JSON, VALUE_BINARY = 0, 1
+
+messages = Table(
+    "messages",
+    metadata,
+    Column("topic_id", Integer, primary_key=True, autoincrement=False),
+    Column("partition", Integer, primary_key=True, autoincrement=False),
+    Column("offset", BigInteger, primary_key=True, autoincrement=False),
+    Column("key", Text, nullable=True),
+    Column("value", LargeBinary, nullable=False),
+    Column("value_kind", SmallInteger, nullable=False, default=VALUE_JSON),
+    Column("headers", Text, nullable=True),  # JSON object; NULL when empty
+    Column("timestamp", BigInteger, nullable=False),
+    Column("producer_id", BigInteger, nullable=True),
+    Column("producer_epoch", Integer, nullable=True),
+    Column("sequence", Integer, nullable=True),
+    Column("txn_id", String(64), nullable=True),
+    Column("control", SmallInteger, nullable=False, default=CONTROL_NONE),
+    Column("properties", Text, nullable=True),  # system properties (half topic), JSON
+)
+Index(
+    "ix_messages_producer_sequence",
+    messages.c.topic_id,
+    messages.c.partition,
+    messages.c.producer_id,
+    messages.c.sequence,
+    sqlite_where=messages.c.producer_id.isnot(None),
+    postgresql_where=messages.c.producer_id.isnot(None),
+)
+
+group_offsets = Table(
+    "group_offsets",
+    metadata,
+    Column("group_id", String(255), primary_key=True),
+    Column("topic_id", Integer, primary_key=True, autoincrement=False),
+    Column("partition", Integer, primary_key=True, autoincrement=False),
+    Column("offset", BigInteger, nullable=False),
+    Column("metadata", Text, nullable=True),
+    Column("updated_at", BigInteger, nullable=False),
+)
+
+producers = Table(
+    "producers",
+    metadata,
+    Column("producer_id", BigId, primary_key=True, autoincrement=True),
+    Column("transactional_id", String(255), nullable=True, unique=True),
+    Column("epoch", Integer, nullable=False),
+    Column("transaction_timeout_ms", Integer, nullable=True),
+    Column("created_at", BigInteger, nullable=False),
+    Column("last_used_at", BigInteger, nullable=False),
+)
+
+# Per producer and partition: where its sequence stands (Kafka's producer state).
+producer_sequences = Table(
+    "producer_sequences",
+    metadata,
+    Column("producer_id", BigInteger, primary_key=True, autoincrement=False),
+    Column("topic_id", Integer, primary_key=True, autoincrement=False),
+    Column("partition", Integer, primary_key=True, autoincrement=False),
+    Column("epoch", Integer, nullable=False),
+    Column("last_sequence", Integer, nullable=False),
+)
+
+transactions = Table(
+    "transactions",
+    metadata,
+    Column("txn_id", String(64), primary_key=True),
+    Column("producer_id", BigInteger, nullable=True),
+    Column("producer_epoch", Integer, nullable=True),
+    Column("state", String(16), nullable=False),
+    Column("timeout_ms", Integer, nullable=False),
+    # Set when the broker aborts it for its timeout, so recovery ends it as TIMED_OUT.
+    Column("timed_out", Boolean, nullable=False, default=False),
+    Column("started_at", BigInteger, nullable=False),
+    Column("expires_at", BigInteger, nullable=False),
+    Column("updated_at", BigInteger, nullable=False),
+)
+Index("ix_transactions_state_expires_at", transactions.c.state, transactions.c.expires_at)
+Index("ix_transactions_producer_id", transactions.c.producer_id)
+
+# The partitions a transaction wrote to (Kafka's AddPartitionsToTxn record). While
+# marker_offset is NULL the transaction holds the partition's last stable offset at
+# first_offset; once ended, aborted rows are the aborted-range index read_committed uses.
+transaction_partitions = Table(
+    "transaction_partitions",
+    metadata,
+    Column("txn_id", String(64), primary_key=True),
+    Column("topic_id", Integer, primary_key=True, autoincrement=False),
+    Column("partition", Integer, primary_key=True, autoincrement=False),
+    Column("first_offset", BigInteger, nullable=False),
+    Column("marker_offset", BigInteger, nullable=True),
+    Column("aborted", Boolean, nullable=False, default=False),
+)
+Index(
+    "ix_transaction_partitions_topic_id_partition_first_offset",
+    transaction_partitions.c.topic_id,
+    transaction_partitions.c.partition,
+    transaction_partitions.c.first_offset,
+)
+
+transaction_offsets = Table(
+    "transaction_offsets",
+    metadata,
+    Column("txn_id", String(64), primary_key=True),
+    Column("group_id", String(255), primary_key=True),
+    Column("topic_id", Integer, primary_key=True, autoincrement=False),
+    Column("partition", Integer, primary_key=True, autoincrement=False),
+    Column("offset", BigInteger, nullable=False),
+    Column("metadata", Text, nullable=True),
+)
+
+# Mode 1: the index over RMQ_SYS_TRANS_HALF_TOPIC. The message itself lives in the log.
+half_messages = Table(
+    "half_messages",
+    metadata,
+    Column("message_id", String(64), primary_key=True),
+    Column("half_offset", BigInteger, nullable=False, unique=True),
+    Column("producer_group", String(255), nullable=False),
+    Column("transaction_id", String(255), nullable=False),
+    Column("topic_id", Integer, nullable=False),
+    Column("partition", Integer, nullable=False),
+    Column("born_timestamp", BigInteger, nullable=False),
+    Column("check_immunity_ms", BigInteger, nullable=False),
+    Column("check_times", Integer, nullable=False, default=0),
+    # When the message may next be checked; NULL once resolved.
+    Column("next_check_at", BigInteger, nullable=True),
+    UniqueConstraint("producer_group", "transaction_id"),
+)
+Index("ix_half_messages_next_check_at", half_messages.c.next_check_at)
+
+# Mode 1: the index over RMQ_SYS_TRANS_OP_HALF_TOPIC. Its primary key is what makes
+# a half message resolvable at most once, whoever races to resolve it.
+half_resolutions = Table(
+    "half_resolutions",
+    metadata,
+    Column("message_id", String(64), primary_key=True),
+    Column("outcome", String(16), nullable=False),
+    Column("topic_id", Integer, nullable=True),
+    Column("partition", Integer, nullable=True),
+    Column("offset", BigInteger, nullable=True),
+    Column("op_offset", BigInteger, nullable=False),
+    Column("resolved_by", String(16), nullable=False),
+    Column("resolved_at", BigInteger, nullable=False),
+)
+Index("ix_half_resolutions_resolved_at", half_resolutions.c.resolved_at)
+
+producer_listeners = Table(
+    "producer_listeners",
+    metadata,
+    Column("producer_group", String(255), primary_key=True),
+    Column("instance_id", String(255), primary_key=True),
+    Column("callback_url", Text, nullable=True),  # NULL: a polling producer
+    Column("secret", Text, nullable=True),
+    Column("ttl_seconds", Integer, nullable=False),
+    Column("heartbeat_at", BigInteger, nullable=False),
+)
+
+# Which broker process runs the background jobs (one at a time).
+leases = Table(
+    "leases",
+    metadata,
+    Column("name", String(64), primary_key=True),
+    Column("holder", String(128), nullable=False),
+    Column("expires_at", BigInteger, nullable=False),
+)

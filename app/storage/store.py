@@ -1,0 +1,92 @@
+"""The storage handle every service shares: engines, the group-commit writer, the topic cache."""
+
+from __future__ import annotations
+
+from collections.abc import Callable
+from typing import TypeVar
+
+import anyio
+from sqlalchemy import Connection
+from sqlalchemy.exc import OperationalError
+
+from app.constants import SYSTEM_TOPICS
+from app.domain import Topic
+from app.errors import StorageUnavailable, TopicExists, TopicNotFound
+from app.storage import log_store
+from app.storage.database import Database
+from app.storage.writer import GroupCommitWriter
+
+T = TypeVar("T")
+
+
+class Store:
+    def __init__(self, database: Database, *, writer_threads: int | None = None) -> None:
+        self.database = database
+        threads = writer_threads or (1 if database.is_sqlite else 4)
+        self.writer = GroupCommitWriter(database.writer, threads=threads)
+        # Topics are never deleted or repartitioned, so a name once found stays valid.
+        self._topics: dict[str, Topic] = {}
+        self._topics_by_id: dict[int, Topic] = {}
+
+    def start(self) -> None:
+        self.writer.start()
+
+    def close(self) -> None:
+        self.writer.close()
+        self.database.dispose()
+
+    async def write(self, unit: Callable[[Connection], T]) -> T:
+        return await self.writer.submit(unit)
+
+    async def read(self, query: Callable[[Connection], T]) -> T:
+        return await anyio.to_thread.run_sync(self.read_sync, query)
+
+    def read_sync(self, query: Callable[[Connection], T]) -> T:
+        try:
+            with self.database.reader.connect() as connection:
+                return query(connection)
+        except OperationalError as error:
+            raise StorageUnavailable("the database is unavailable, retry later") from error
+
+    # -- topics ---------------------------------------------------------------------
+
+    async def topic(self, name: str) -> Topic:
+        cached = self._topics.get(name)
+        if cached is not None:
+            return cached
+        found = await self.read(lambda conn: log_store.find_topic(conn, name))
+        if found is None:
+            raise TopicNotFound(f"topic {name!r} does not exist")
+        return self._remember(found)
+
+    def topic_sync(self, conn: Connection, name: str) -> Topic:
+        """The topic inside a running unit (background jobs)."""
+        cached = self._topics.get(name)
+        if cached is not None:
+            return cached
+        found = log_store.find_topic(conn, name)
+        if found is None:
+            raise TopicNotFound(f"topic {name!r} does not exist")
+        return self._remember(found)
+
+    def topic_by_id_sync(self, conn: Connection, topic_id: int) -> Topic:
+        cached = self._topics_by_id.get(topic_id)
+        if cached is not None:
+            return cached
+        found = log_store.find_topic_by_id(conn, topic_id)
+        if found is None:
+            raise TopicNotFound(f"topic id {topic_id} does not exist")
+        return self._remember(found)
+
+    def _remember(self, topic: Topic) -> Topic:
+        self._topics[topic.name] = topic
+        self._topics_by_id[topic.topic_id] = topic
+        return topic
+
+    def ensure_system_topics(self) -> None:
+        """Create the hidden system topics if this database does not have them yet."""
+        for name in SYSTEM_TOPICS:
+            try:
+                self.writer.run_sync(lambda conn, name=name: log_store.create_topic(conn, name, 1))
+            except TopicExists:
+                pass

@@ -1,0 +1,122 @@
+"""A real broker process for end-to-end tests: ``python -m app`` on a free port.
+
+Tests start it, talk HTTP to it, SIGKILL it, and restart it on the same database.
+"""
+
+from __future__ import annotations
+
+import os
+import signal
+import socket
+import subprocess
+import sys
+import tempfile
+import time
+from pathlib import Path
+from types import TracebackType
+
+import httpx
+
+REPO_ROOT = Path(__file__).resolve().parents[2]
+
+
+def free_port() -> int:
+    with socket.socket() as sock:
+        sock.bind(("127.0.0.1", 0))
+        return int(sock.getsockname()[1])
+
+
+class BrokerProcess:
+    """One broker process; ``start()`` waits until ``/readyz`` answers 200."""
+
+    def __init__(
+        self,
+        database_url: str,
+        *,
+        port: int | None = None,
+        log_path: Path | None = None,
+        **settings: object,
+    ) -> None:
+        self.database_url = database_url
+        self.port = port or free_port()
+        self.settings = settings
+        self.log_path = log_path or Path(tempfile.mkstemp(prefix="halfmq-broker-", suffix=".log")[1])
+        self._process: subprocess.Popen[bytes] | None = None
+
+    @property
+    def url(self) -> str:
+        return f"http://127.0.0.1:{self.port}"
+
+    @property
+    def pid(self) -> int:
+        assert self._process is not None, "broker not started"
+        return self._process.pid
+
+    def environment(self) -> dict[str, str]:
+        env = {k: v for k, v in os.environ.items() if not k.startswith("HALFMQ_")}
+        env["HALFMQ_DATABASE_URL"] = self.database_url
+        env["HALFMQ_HOST"] = "127.0.0.1"
+        env["HALFMQ_PORT"] = str(self.port)
+        env["HALFMQ_LOG_LEVEL"] = "warning"
+        for name, value in self.settings.items():
+            env[f"HALFMQ_{name.upper()}"] = str(value)
+        env["PYTHONPATH"] = str(REPO_ROOT) + os.pathsep + env.get("PYTHONPATH", "")
+        return env
+
+    def start(self, timeout: float = 30.0) -> BrokerProcess:
+        with open(self.log_path, "ab") as log:
+            self._process = subprocess.Popen(
+                [sys.executable, "-m", "app"],
+                cwd=REPO_ROOT,
+                env=self.environment(),
+                stdout=log,
+                stderr=subprocess.STDOUT,
+            )
+        self.wait_ready(timeout)
+        return self
+
+    def log_tail(self, chars: int = 4000) -> str:
+        return self.log_path.read_text(errors="replace")[-chars:]
+
+    def wait_ready(self, timeout: float) -> None:
+        deadline = time.monotonic() + timeout
+        while time.monotonic() < deadline:
+            assert self._process is not None
+            if self._process.poll() is not None:
+                raise RuntimeError(f"broker exited with {self._process.returncode}: {self.log_tail()}")
+            try:
+                if httpx.get(f"{self.url}/readyz", timeout=1.0).status_code == 200:
+                    return
+            except httpx.TransportError:
+                pass
+            time.sleep(0.05)
+        self.kill()
+        raise TimeoutError(f"broker on port {self.port} not ready after {timeout}s")
+
+    def kill(self) -> None:
+        """SIGKILL: no shutdown hooks, no flushing; what a crash looks like."""
+        if self._process and self._process.poll() is None:
+            self._process.send_signal(signal.SIGKILL)
+            self._process.wait(10)
+
+    def stop(self) -> None:
+        """SIGTERM and wait: a graceful shutdown."""
+        if self._process and self._process.poll() is None:
+            self._process.terminate()
+            try:
+                self._process.wait(15)
+            except subprocess.TimeoutExpired:
+                self._process.kill()
+                self._process.wait(10)
+
+    def restart(self, timeout: float = 30.0) -> BrokerProcess:
+        self.kill()
+        return self.start(timeout)
+
+    def __enter__(self) -> BrokerProcess:
+        return self.start()
+
+    def __exit__(
+        self, exc_type: type[BaseException] | None, exc: BaseException | None, tb: TracebackType | None
+    ) -> None:
+        self.stop()
