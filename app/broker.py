@@ -11,6 +11,8 @@ from app.notifier import PartitionNotifier
 from app.settings import Settings
 from app.storage.database import open_database
 from app.storage.store import Store
+from checker.polling import CheckPolling
+from half_store.service import HalfMessageService
 
 
 @dataclass
@@ -19,6 +21,8 @@ class Broker:
     store: Store
     log: LogService
     coordinator: Coordinator
+    halves: HalfMessageService
+    polling: CheckPolling
     limits: MessageLimits
 
     @classmethod
@@ -26,10 +30,13 @@ class Broker:
         store = Store(open_database(settings.database_url, sqlite_synchronous=settings.sqlite_synchronous))
         notifier = PartitionNotifier(settings.max_long_poll_waiters)
         log = LogService(store, notifier)
+        halves = HalfMessageService(log, settings.transaction_timeout_seconds)
         return cls(
             settings=settings,
             store=store,
             log=log,
             coordinator=Coordinator(log, settings),
+            halves=halves,
+            polling=CheckPolling(halves, settings),
             limits=MessageLimits(settings.max_message_bytes, settings.max_header_count, settings.max_header_bytes),
         )

@@ -8,12 +8,13 @@ from contextlib import asynccontextmanager
 
 from fastapi import FastAPI
 
-from app.api import log_routes, ops_routes, txn_routes
+from app.api import half_routes, log_routes, ops_routes, txn_routes
 from app.api.errors import install_error_handlers
 from app.api.middleware import BodyLimitMiddleware, MetricsMiddleware
 from app.broker import Broker
 from app.settings import Settings
 from app.storage.migrate import upgrade
+from checker.jobs import BackgroundJobs
 
 log = logging.getLogger(__name__)
 
@@ -32,9 +33,14 @@ def create_app(settings: Settings | None = None) -> FastAPI:
         if recovered:
             log.info("completed %d transactions left prepared by a crash", recovered)
         app.state.broker = broker
+        jobs = BackgroundJobs(broker.store, broker.halves, broker.coordinator, settings)
+        if settings.run_checker:
+            jobs.start()
         try:
             yield
         finally:
+            if settings.run_checker:
+                await jobs.close()
             broker.store.close()
 
     app = FastAPI(
@@ -46,6 +52,7 @@ def create_app(settings: Settings | None = None) -> FastAPI:
     install_error_handlers(app)
     app.include_router(log_routes.router)
     app.include_router(txn_routes.router)
+    app.include_router(half_routes.router)
     app.include_router(ops_routes.router)
     app.add_middleware(BodyLimitMiddleware, max_bytes=settings.max_request_bytes)
     app.add_middleware(MetricsMiddleware)

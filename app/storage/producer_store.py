@@ -13,7 +13,8 @@ from sqlalchemy.exc import IntegrityError
 
 from app.domain import AppendResult, Topic, now_ms
 from app.errors import InvalidRequest, OutOfOrderSequence, ProducerFenced, UnknownProducerId
-from app.storage.schema import messages, producer_sequences, producers
+from app.storage.schema import messages, producer_sequences, producers, transactions
+from app.txn_state import UNFINISHED_STATES
 
 
 def new_producer(conn: Connection, transaction_timeout_ms: int | None = None) -> tuple[int, int]:
@@ -173,3 +174,18 @@ def _written_batch(
     if first is None or last is None or last - first != count - 1:
         return None
     return AppendResult(partition, first, count, duplicate=True)
+
+
+def expire_transactional_ids(conn: Connection, unused_since: int) -> int:
+    """Forget transactional ids unused since ``unused_since`` (Kafka: transactional.id.expiration.ms)."""
+    busy = select(transactions.c.producer_id).where(transactions.c.state.in_([s.value for s in UNFINISHED_STATES]))
+    stale = select(producers.c.producer_id).where(
+        producers.c.transactional_id.isnot(None),
+        producers.c.last_used_at < unused_since,
+        producers.c.producer_id.not_in(busy),
+    )
+    ids = [row[0] for row in conn.execute(stale)]
+    if ids:
+        conn.execute(producer_sequences.delete().where(producer_sequences.c.producer_id.in_(ids)))
+        conn.execute(producers.delete().where(producers.c.producer_id.in_(ids)))
+    return len(ids)

@@ -217,3 +217,21 @@ def take_offsets(conn: Connection, txn_id: str) -> dict[str, list[tuple[int, int
         staged.setdefault(group, []).append((int(topic_id), int(partition), int(offset), metadata))
     conn.execute(delete(transaction_offsets).where(transaction_offsets.c.txn_id == txn_id))
     return staged
+
+
+def purge_finished(conn: Connection, ended_before: int, limit: int) -> int:
+    """Forget committed transactions ended before ``ended_before``.
+
+    Aborted ones are kept: their partition rows are the aborted-range index that
+    read_committed needs for as long as their messages are in the log.
+    """
+    old = (
+        select(transactions.c.txn_id)
+        .where(transactions.c.state == TxnState.COMMITTED.value, transactions.c.updated_at < ended_before)
+        .limit(limit)
+    )
+    ids = [row[0] for row in conn.execute(old)]
+    if ids:
+        conn.execute(delete(transaction_partitions).where(transaction_partitions.c.txn_id.in_(ids)))
+        conn.execute(delete(transactions).where(transactions.c.txn_id.in_(ids)))
+    return len(ids)

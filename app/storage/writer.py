@@ -167,10 +167,12 @@ class GroupCommitWriter:
 
 
 def _storage_failure(error: BaseException) -> BaseException:
+    """What a unit's caller hears when the database, not the domain, failed."""
     if isinstance(error, OperationalError):
         log.warning("database unavailable: %s", error)
         return StorageUnavailable("the database is unavailable, retry later")
-    log.exception("write failed", exc_info=error)
+    if isinstance(error, DBAPIError):
+        log.error("write failed", exc_info=error)
     return error
 
 

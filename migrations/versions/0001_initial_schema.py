@@ -2,7 +2,7 @@
 
 Revision ID: 0001
 Revises: 
-Create Date: 2026-11-21 09:00:59.273851
+Create Date: 2026-11-21 09:03:21.122093
 """
 
 from __future__ import annotations

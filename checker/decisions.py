@@ -1,0 +1,62 @@
+"""The checker's decisions as small named predicates (RocketMQ's needDiscard / needSkip)."""
+
+from __future__ import annotations
+
+import base64
+import hashlib
+import hmac
+from typing import Any
+
+import orjson
+
+from app.storage.schema import VALUE_BINARY
+from half_store.service import CheckCandidate
+from half_store.records import HalfMessage
+
+SIGNATURE_HEADER = "X-Halfmq-Signature"
+
+
+def need_discard(half: HalfMessage, check_max: int) -> bool:
+    """Checked ``check_max`` times without an answer: give up on it."""
+    return half.check_times >= check_max
+
+
+def is_immune(half: HalfMessage, now_ms: int, transaction_timeout_ms: int) -> bool:
+    """Too young to check: within the transaction timeout or its own check immunity.
+
+    An immune message is skipped without spending a check (RocketMQ #8311 spent them).
+    """
+    return now_ms < half.born_timestamp + max(transaction_timeout_ms, half.check_immunity_ms)
+
+
+def check_payload(candidate: CheckCandidate) -> dict[str, Any]:
+    half, message = candidate.half, candidate.message
+    payload: dict[str, Any] = {
+        "message_id": half.message_id,
+        "transaction_id": half.transaction_id,
+        "producer_group": half.producer_group,
+        "topic": half.topic,
+        "key": message.key,
+        "headers": orjson.loads(message.headers) if message.headers else {},
+        "check_times": half.check_times,
+        "born_timestamp": half.born_timestamp,
+    }
+    if message.value_kind == VALUE_BINARY:
+        payload["value_base64"] = base64.b64encode(message.value).decode()
+    else:
+        payload["value"] = orjson.loads(message.value)
+    return payload
+
+
+def signature(secret: str, body: bytes) -> str:
+    """``sha256=<hex HMAC-SHA256 of the raw body>``, keyed with the listener's secret."""
+    return "sha256=" + hmac.new(secret.encode(), body, hashlib.sha256).hexdigest()
+
+
+def parse_answer(body: bytes) -> str:
+    """The listener's answer: COMMIT, ROLLBACK, or UNKNOWN for anything else."""
+    try:
+        state = orjson.loads(body).get("state")
+    except (orjson.JSONDecodeError, AttributeError):
+        return "UNKNOWN"
+    return state if state in ("COMMIT", "ROLLBACK") else "UNKNOWN"

@@ -1,0 +1,99 @@
+"""The broker's background jobs on APScheduler, run by one broker process at a time.
+
+Every broker process schedules the jobs, but a job only does work in the process
+holding the ``checker`` lease in the database. The holder renews it every third of
+its lifetime; if that process dies, another takes the lease over once it lapses,
+within ``lease_seconds``.
+"""
+
+from __future__ import annotations
+
+import logging
+import os
+import socket
+import secrets
+from datetime import datetime, timedelta
+
+import httpx
+from apscheduler.schedulers.asyncio import AsyncIOScheduler
+
+from app.coordinator import Coordinator
+from app.domain import now_ms
+from app.metrics import CHECKER_LEADER
+from app.settings import Settings
+from app.storage import lease_store
+from app.storage.store import Store
+from checker.back_check import BackChecker
+from checker.retention import Retention
+from half_store.service import HalfMessageService
+
+log = logging.getLogger(__name__)
+
+LEASE_NAME = "checker"
+
+
+class BackgroundJobs:
+    def __init__(self, store: Store, halves: HalfMessageService, coordinator: Coordinator, settings: Settings) -> None:
+        self.store = store
+        self.settings = settings
+        self.coordinator = coordinator
+        self.holder = f"{socket.gethostname()}:{os.getpid()}:{secrets.token_hex(4)}"
+        self.http = httpx.AsyncClient(limits=httpx.Limits(max_connections=settings.check_concurrency))
+        self.back_checker = BackChecker(halves, settings, self.http)
+        self.retention = Retention(store, settings)
+        self.is_leader = False
+        self.scheduler = AsyncIOScheduler()
+
+    def start(self) -> None:
+        soon = datetime.now() + timedelta(milliseconds=100)
+        lease_every = self.settings.lease_seconds / 3
+        self.scheduler.add_job(self.renew_lease, "interval", seconds=lease_every, next_run_time=datetime.now())
+        self.scheduler.add_job(
+            self.check_half_messages, "interval", seconds=self.settings.check_interval_seconds, next_run_time=soon
+        )
+        self.scheduler.add_job(
+            self.end_transactions, "interval", seconds=min(1.0, self.settings.check_interval_seconds), next_run_time=soon
+        )
+        self.scheduler.add_job(self.clean_up, "interval", seconds=60, next_run_time=soon)
+        for job in self.scheduler.get_jobs():
+            job.modify(max_instances=1, coalesce=True, misfire_grace_time=None)
+        self.scheduler.start()
+
+    async def close(self) -> None:
+        self.scheduler.shutdown(wait=False)
+        await self.back_checker.close()
+        await self.http.aclose()
+        if self.is_leader:
+            await self.store.write(lambda conn: lease_store.release(conn, LEASE_NAME, self.holder))
+
+    async def renew_lease(self) -> None:
+        ttl_ms = int(self.settings.lease_seconds * 1000)
+        try:
+            leader = await self.store.write(
+                lambda conn: lease_store.try_acquire(conn, LEASE_NAME, self.holder, now_ms(), ttl_ms)
+            )
+        except Exception:  # noqa: BLE001 - a database hiccup: stop acting as leader, retry next time
+            log.warning("could not renew the checker lease", exc_info=True)
+            leader = False
+        if leader != self.is_leader:
+            log.info("%s the checker lease", "took" if leader else "lost")
+        self.is_leader = leader
+        CHECKER_LEADER.set(1 if leader else 0)
+
+    async def check_half_messages(self) -> None:
+        await self._guarded("back-check", self.back_checker.run_once)
+
+    async def end_transactions(self) -> None:
+        await self._guarded("transaction timeouts", self.coordinator.abort_expired)
+        await self._guarded("prepared transactions", self.coordinator.complete_prepared)
+
+    async def clean_up(self) -> None:
+        await self._guarded("retention", self.retention.run_once)
+
+    async def _guarded(self, name: str, job) -> None:  # type: ignore[no-untyped-def]
+        if not self.is_leader:
+            return
+        try:
+            await job()
+        except Exception:  # noqa: BLE001 - a failed round is retried next interval
+            log.exception("%s job failed", name)

@@ -1,0 +1,47 @@
+"""Back-checks for producers that cannot take calls: they long-poll for them instead.
+
+A check handed to one poller is claimed (counted, and its next check pushed out by
+the poll lease), so no other poller gets it until that lease runs out unanswered.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import time
+from typing import Any
+
+from app.domain import now_ms
+from app.settings import Settings
+from checker.decisions import check_payload, need_discard
+from half_store.records import Listener
+from half_store.service import HalfMessageService
+
+POLL_RECHECK_SECONDS = 0.25
+
+
+class CheckPolling:
+    def __init__(self, halves: HalfMessageService, settings: Settings) -> None:
+        self.halves = halves
+        self.settings = settings
+        self.lease_ms = int(settings.poll_check_lease_seconds * 1000)
+
+    async def poll(self, producer_group: str, instance_id: str, max_wait_ms: int, max_checks: int) -> list[dict[str, Any]]:
+        # Being polled marks the group as reachable, so the checker leaves its checks to pollers.
+        ttl = int(max(30, self.settings.check_interval_seconds * 2, max_wait_ms / 1000 * 2))
+        await self.halves.register_listener(Listener(producer_group, f"poll:{instance_id}", None, None, ttl, now_ms()))
+        deadline = time.monotonic() + max_wait_ms / 1000
+        while True:
+            checks = await self._claim(producer_group, max_checks)
+            if checks or time.monotonic() >= deadline:
+                return checks
+            await asyncio.sleep(min(POLL_RECHECK_SECONDS, max(0.0, deadline - time.monotonic())))
+
+    async def _claim(self, producer_group: str, max_checks: int) -> list[dict[str, Any]]:
+        checks = []
+        for half in await self.halves.due_for_check(max_checks, producer_group):
+            if need_discard(half, self.settings.check_max):
+                continue  # the checker discards it
+            candidate = await self.halves.claim_check(half, self.lease_ms)
+            if candidate is not None:
+                checks.append(check_payload(candidate))
+        return checks

@@ -1,0 +1,56 @@
+"""Domain records of the half-message store."""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+
+from half_store.states import HalfState
+
+# Properties of a half message in RMQ_SYS_TRANS_HALF_TOPIC, named as in RocketMQ.
+PROPERTY_REAL_TOPIC = "REAL_TOPIC"
+PROPERTY_REAL_QUEUE_ID = "REAL_QID"
+PROPERTY_PRODUCER_GROUP = "PGROUP"
+PROPERTY_TRANSACTION_ID = "__transactionId__"
+PROPERTY_UNIQUE_KEY = "UNIQ_KEY"
+PROPERTY_CHECK_IMMUNITY = "CHECK_IMMUNITY_TIME_IN_SECONDS"
+
+
+@dataclass(frozen=True, slots=True)
+class Resolution:
+    state: HalfState
+    topic: str | None
+    partition: int | None
+    offset: int | None
+    resolved_by: str
+    resolved_at: int
+
+
+@dataclass(frozen=True, slots=True)
+class HalfMessage:
+    """A half message's index entry: where it lives and where it stands."""
+
+    message_id: str
+    half_offset: int
+    producer_group: str
+    transaction_id: str
+    topic: str
+    partition: int
+    born_timestamp: int
+    check_immunity_ms: int
+    check_times: int
+    next_check_at: int | None
+    resolution: Resolution | None = None
+
+    @property
+    def state(self) -> HalfState:
+        return self.resolution.state if self.resolution else HalfState.PREPARED
+
+
+@dataclass(frozen=True, slots=True)
+class Listener:
+    producer_group: str
+    instance_id: str
+    callback_url: str | None
+    secret: str | None
+    ttl_seconds: int
+    heartbeat_at: int

@@ -1,0 +1,223 @@
+"""RocketMQ-style half messages: prepare, commit, rollback, discard, and what the checker needs.
+
+A half message is appended to ``RMQ_SYS_TRANS_HALF_TOPIC`` with its real topic and
+partition in its properties, and indexed in ``half_messages``. Resolving it is one
+database transaction: the append to its destination (the real topic on commit,
+``TRANS_CHECK_MAX_TIME_TOPIC`` on discard), the op record in
+``RMQ_SYS_TRANS_OP_HALF_TOPIC``, and the resolution row whose primary key lets a
+half message be resolved once only. A second resolution, from a retried commit, a
+checker racing the producer or another broker process, rolls back whole and is
+answered from the first one: the same body for the same outcome, 409 otherwise.
+"""
+
+from __future__ import annotations
+
+import secrets
+from dataclasses import dataclass, replace
+
+import orjson
+from sqlalchemy import Connection
+
+from app.constants import CHECK_MAX_TOPIC, HALF_TOPIC, OP_HALF_TOPIC, OP_REMOVE_TAG
+from app.domain import Record, StoredMessage, Topic, now_ms
+from app.errors import AlreadyResolved, HalfMessageNotFound, InternalError, ListenerNotFound
+from app.log_service import LogService
+from app.metrics import HALF_MESSAGES
+from app.storage import log_store
+from app.storage.schema import VALUE_JSON
+from half_store import store
+from half_store.records import (
+    PROPERTY_CHECK_IMMUNITY,
+    PROPERTY_PRODUCER_GROUP,
+    PROPERTY_REAL_QUEUE_ID,
+    PROPERTY_REAL_TOPIC,
+    PROPERTY_TRANSACTION_ID,
+    PROPERTY_UNIQUE_KEY,
+    HalfMessage,
+    Listener,
+)
+from half_store.states import HalfState, repeats
+from half_store.store import ResolutionConflict
+
+
+@dataclass(frozen=True, slots=True)
+class Prepared:
+    half: HalfMessage
+    created: bool
+
+
+@dataclass(frozen=True, slots=True)
+class CheckCandidate:
+    """A half message due for a back-check, with its body for the producer."""
+
+    half: HalfMessage
+    message: StoredMessage
+
+
+class HalfMessageService:
+    def __init__(self, log: LogService, transaction_timeout_seconds: float) -> None:
+        self.log = log
+        self.store = log.store
+        self.transaction_timeout_ms = int(transaction_timeout_seconds * 1000)
+
+    # -- producer side ----------------------------------------------------------------------
+
+    async def prepare(
+        self,
+        topic_name: str,
+        producer_group: str,
+        record: Record,
+        *,
+        partition: int | None,
+        transaction_id: str | None,
+        check_immunity_seconds: float | None,
+    ) -> Prepared:
+        """Store a half message, or return the one this group already prepared for ``transaction_id``."""
+        topic = await self.log.writable_topic(topic_name)
+        real_partition = self.log.choose_partition(topic, partition, record.key)
+        message_id = secrets.token_hex(16)
+        txn_id = transaction_id or message_id
+        immunity_ms = int((check_immunity_seconds or 0) * 1000)
+        born = record.timestamp
+        properties = {
+            PROPERTY_REAL_TOPIC: topic.name,
+            PROPERTY_REAL_QUEUE_ID: real_partition,
+            PROPERTY_PRODUCER_GROUP: producer_group,
+            PROPERTY_TRANSACTION_ID: txn_id,
+            PROPERTY_UNIQUE_KEY: message_id,
+            PROPERTY_CHECK_IMMUNITY: immunity_ms / 1000,
+        }
+
+        def unit(conn: Connection) -> Prepared:
+            if transaction_id is not None:
+                existing = store.get_by_transaction(conn, producer_group, transaction_id)
+                if existing is not None:
+                    return Prepared(existing, created=False)
+            half_topic = self.store.topic_sync(conn, HALF_TOPIC)
+            stored = replace(record, properties=orjson.dumps(properties).decode())
+            half_offset = log_store.append(conn, half_topic, 0, [stored])
+            half = HalfMessage(
+                message_id,
+                half_offset,
+                producer_group,
+                txn_id,
+                topic.name,
+                real_partition,
+                born,
+                immunity_ms,
+                0,
+                born + max(self.transaction_timeout_ms, immunity_ms),
+            )
+            if not store.insert_half(conn, half, topic.topic_id):
+                raise ResolutionConflict(txn_id)  # raced with an identical prepare: undo ours
+            return Prepared(half, created=True)
+
+        try:
+            prepared = await self.store.write(unit)
+        except ResolutionConflict:
+            prepared = await self.store.write(unit)  # now finds the winner's half message
+        if prepared.created:
+            HALF_MESSAGES.labels("prepared").inc()
+        return prepared
+
+    async def commit(self, message_id: str, resolved_by: str = "producer") -> HalfMessage:
+        return await self._resolve(message_id, HalfState.COMMITTED, resolved_by)
+
+    async def rollback(self, message_id: str, resolved_by: str = "producer") -> HalfMessage:
+        return await self._resolve(message_id, HalfState.ROLLED_BACK, resolved_by)
+
+    async def discard(self, message_id: str) -> HalfMessage:
+        """Give up on a half message after check_max back-checks (RocketMQ: TRANS_CHECK_MAX_TIME_TOPIC)."""
+        return await self._resolve(message_id, HalfState.DISCARDED, "checker")
+
+    async def get(self, message_id: str) -> HalfMessage:
+        found = await self.store.read(lambda conn: store.get(conn, message_id))
+        if found is None:
+            raise HalfMessageNotFound(f"half message {message_id!r} does not exist")
+        return found
+
+    async def list(self, producer_group: str | None, state: HalfState | None, limit: int) -> list[HalfMessage]:
+        return await self.store.read(lambda conn: store.list_halves(conn, producer_group, state, limit))
+
+    # -- listeners ------------------------------------------------------------------------------
+
+    async def register_listener(self, listener: Listener) -> None:
+        await self.store.write(lambda conn: store.put_listener(conn, listener))
+
+    async def remove_listener(self, producer_group: str, instance_id: str) -> None:
+        if not await self.store.write(lambda conn: store.delete_listener(conn, producer_group, instance_id)):
+            raise ListenerNotFound(f"no listener {instance_id!r} in producer group {producer_group!r}")
+
+    async def live_listeners(self, producer_groups: list[str]) -> list[Listener]:
+        return await self.store.read(lambda conn: store.live_listeners(conn, now_ms(), producer_groups))
+
+    # -- checker side ------------------------------------------------------------------------------
+
+    async def due_for_check(self, limit: int, producer_group: str | None = None) -> list[HalfMessage]:
+        return await self.store.read(lambda conn: store.due(conn, now_ms(), limit, producer_group))
+
+    async def claim_check(self, half: HalfMessage, next_check_in_ms: int) -> CheckCandidate | None:
+        """Count a check on ``half`` and return what to send, or None if it was claimed or resolved meanwhile."""
+
+        def unit(conn: Connection) -> CheckCandidate | None:
+            if not store.claim_check(conn, half.message_id, half.check_times, now_ms() + next_check_in_ms):
+                return None
+            stored = log_store.read_one(conn, self.store.topic_sync(conn, HALF_TOPIC), 0, half.half_offset)
+            if stored is None:
+                raise InternalError(f"half message {half.message_id} is indexed but missing from {HALF_TOPIC}")
+            return CheckCandidate(replace(half, check_times=half.check_times + 1), stored[0])
+
+        return await self.store.write(unit)
+
+    # -- internals --------------------------------------------------------------------------------
+
+    async def _resolve(self, message_id: str, target: HalfState, resolved_by: str) -> HalfMessage:
+        def unit(conn: Connection) -> tuple[HalfMessage, Topic | None]:
+            half = store.get(conn, message_id)
+            if half is None:
+                raise HalfMessageNotFound(f"half message {message_id!r} does not exist")
+            if half.resolution is not None:
+                if repeats(half.state, target):
+                    return half, None
+                raise AlreadyResolved(f"half message {message_id} is already {half.state.value}")
+            destination = self._move(conn, half, target)
+            op_offset = self._append_op_record(conn, half, target)
+            store.insert_resolution(conn, message_id, target, destination, op_offset, resolved_by)
+            written = self.store.topic_by_id_sync(conn, destination[0]) if destination else None
+            resolved = store.get(conn, message_id)
+            assert resolved is not None
+            return resolved, written
+
+        try:
+            half, written_to = await self.store.write(unit)
+        except ResolutionConflict:
+            half, written_to = await self.store.write(unit)  # answered from the winner's resolution
+        if written_to is not None:
+            HALF_MESSAGES.labels(target.value.lower()).inc()
+            if half.resolution is not None and half.resolution.partition is not None:
+                self.log.notifier.notify([(written_to.topic_id, half.resolution.partition)])
+        return half
+
+    def _move(self, conn: Connection, half: HalfMessage, target: HalfState) -> tuple[int, int, int] | None:
+        """Append the half message's body to where ``target`` sends it; None for a rollback."""
+        if target is HalfState.ROLLED_BACK:
+            return None
+        half_topic = self.store.topic_sync(conn, HALF_TOPIC)
+        found = log_store.read_one(conn, half_topic, 0, half.half_offset)
+        if found is None:
+            raise InternalError(f"half message {half.message_id} is indexed but missing from {HALF_TOPIC}")
+        body, properties = found
+        if target is HalfState.COMMITTED:
+            destination, partition, kept_properties = self.store.topic_sync(conn, half.topic), half.partition, None
+        else:
+            destination, partition, kept_properties = self.store.topic_sync(conn, CHECK_MAX_TOPIC), 0, properties
+        record = Record(body.key, body.value, body.value_kind, body.headers, now_ms(), kept_properties)
+        offset = log_store.append(conn, destination, partition, [record])
+        return destination.topic_id, partition, offset
+
+    def _append_op_record(self, conn: Connection, half: HalfMessage, target: HalfState) -> int:
+        """The op record (RocketMQ tag ``d``): which half offset was resolved, and how."""
+        op_topic = self.store.topic_sync(conn, OP_HALF_TOPIC)
+        body = orjson.dumps({"half_offset": half.half_offset, "message_id": half.message_id, "state": target.value})
+        headers = orjson.dumps({"TAGS": OP_REMOVE_TAG}).decode()
+        return log_store.append(conn, op_topic, 0, [Record(None, body, VALUE_JSON, headers, now_ms())])

@@ -1,0 +1,250 @@
+"""SQL for the half-message index, its resolutions (the op-log index) and producer listeners."""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+
+from sqlalchemy import Connection, and_, delete, func, insert, select, update
+from sqlalchemy.exc import IntegrityError
+
+from app.domain import now_ms
+from app.storage.schema import half_messages, half_resolutions, producer_listeners, topics
+from app.storage.upsert import upsert
+from half_store.records import HalfMessage, Listener, Resolution
+from half_store.states import HalfState
+
+
+class ResolutionConflict(Exception):
+    """Another request resolved the half message first (the unique constraint said so)."""
+
+
+_resolved_topic = topics.alias("resolved_topic")
+_SELECT = (
+    select(
+        half_messages.c.message_id,
+        half_messages.c.half_offset,
+        half_messages.c.producer_group,
+        half_messages.c.transaction_id,
+        topics.c.name,
+        half_messages.c.partition,
+        half_messages.c.born_timestamp,
+        half_messages.c.check_immunity_ms,
+        half_messages.c.check_times,
+        half_messages.c.next_check_at,
+        half_resolutions.c.outcome,
+        _resolved_topic.c.name,
+        half_resolutions.c.partition,
+        half_resolutions.c.offset,
+        half_resolutions.c.resolved_by,
+        half_resolutions.c.resolved_at,
+    )
+    .join(topics, topics.c.topic_id == half_messages.c.topic_id)
+    .outerjoin(half_resolutions, half_resolutions.c.message_id == half_messages.c.message_id)
+    .outerjoin(_resolved_topic, _resolved_topic.c.topic_id == half_resolutions.c.topic_id)
+)
+
+
+def _half(row: Sequence[object]) -> HalfMessage:
+    (mid, half_offset, group, txn, topic, part, born, immunity, times, next_at, outcome, r_topic, r_part, r_off, by, at) = row
+    resolution = None
+    if outcome is not None:
+        resolution = Resolution(HalfState(outcome), r_topic, r_part, r_off, str(by), int(at))  # type: ignore[arg-type, call-overload]
+    return HalfMessage(
+        str(mid),
+        int(half_offset),  # type: ignore[call-overload]
+        str(group),
+        str(txn),
+        str(topic),
+        int(part),  # type: ignore[call-overload]
+        int(born),  # type: ignore[call-overload]
+        int(immunity),  # type: ignore[call-overload]
+        int(times),  # type: ignore[call-overload]
+        None if next_at is None else int(next_at),  # type: ignore[call-overload]
+        resolution,
+    )
+
+
+def insert_half(conn: Connection, half: HalfMessage, topic_id: int) -> bool:
+    """Index a new half message; False if the group already prepared this transaction id."""
+    try:
+        with conn.begin_nested():
+            conn.execute(
+                insert(half_messages).values(
+                    message_id=half.message_id,
+                    half_offset=half.half_offset,
+                    producer_group=half.producer_group,
+                    transaction_id=half.transaction_id,
+                    topic_id=topic_id,
+                    partition=half.partition,
+                    born_timestamp=half.born_timestamp,
+                    check_immunity_ms=half.check_immunity_ms,
+                    check_times=0,
+                    next_check_at=half.next_check_at,
+                )
+            )
+    except IntegrityError:
+        return False
+    return True
+
+
+def get(conn: Connection, message_id: str) -> HalfMessage | None:
+    row = conn.execute(_SELECT.where(half_messages.c.message_id == message_id)).first()
+    return _half(row) if row else None
+
+
+def get_by_transaction(conn: Connection, producer_group: str, transaction_id: str) -> HalfMessage | None:
+    row = conn.execute(
+        _SELECT.where(half_messages.c.producer_group == producer_group, half_messages.c.transaction_id == transaction_id)
+    ).first()
+    return _half(row) if row else None
+
+
+def list_halves(conn: Connection, producer_group: str | None, state: HalfState | None, limit: int) -> list[HalfMessage]:
+    query = _SELECT
+    if producer_group is not None:
+        query = query.where(half_messages.c.producer_group == producer_group)
+    if state is HalfState.PREPARED:
+        query = query.where(half_resolutions.c.message_id.is_(None))
+    elif state is not None:
+        query = query.where(half_resolutions.c.outcome == state.value)
+    rows = conn.execute(query.order_by(half_messages.c.half_offset).limit(limit))
+    return [_half(r) for r in rows]
+
+
+def due(conn: Connection, now: int, limit: int, producer_group: str | None = None) -> list[HalfMessage]:
+    """Unresolved half messages whose next check time has come, oldest first."""
+    query = _SELECT.where(half_messages.c.next_check_at <= now, half_resolutions.c.message_id.is_(None))
+    if producer_group is not None:
+        query = query.where(half_messages.c.producer_group == producer_group)
+    rows = conn.execute(query.order_by(half_messages.c.next_check_at).limit(limit))
+    return [_half(r) for r in rows]
+
+
+def claim_check(conn: Connection, message_id: str, seen_check_times: int, next_check_at: int) -> bool:
+    """Count one check and push the next one out; False if someone else claimed it first."""
+    return bool(
+        conn.execute(
+            update(half_messages)
+            .where(
+                half_messages.c.message_id == message_id,
+                half_messages.c.check_times == seen_check_times,
+                half_messages.c.next_check_at.isnot(None),
+            )
+            .values(check_times=seen_check_times + 1, next_check_at=next_check_at)
+        ).rowcount
+    )
+
+
+def insert_resolution(
+    conn: Connection,
+    message_id: str,
+    state: HalfState,
+    destination: tuple[int, int, int] | None,
+    op_offset: int,
+    resolved_by: str,
+) -> None:
+    """Record the one resolution of a half message; ResolutionConflict if it already has one."""
+    topic_id, partition, offset = destination or (None, None, None)
+    try:
+        with conn.begin_nested():
+            conn.execute(
+                insert(half_resolutions).values(
+                    message_id=message_id,
+                    outcome=state.value,
+                    topic_id=topic_id,
+                    partition=partition,
+                    offset=offset,
+                    op_offset=op_offset,
+                    resolved_by=resolved_by,
+                    resolved_at=now_ms(),
+                )
+            )
+    except IntegrityError as error:
+        raise ResolutionConflict(message_id) from error
+    conn.execute(update(half_messages).where(half_messages.c.message_id == message_id).values(next_check_at=None))
+
+
+# -- retention -----------------------------------------------------------------------------
+
+
+def oldest_unresolved_half_offset(conn: Connection) -> int | None:
+    value = conn.execute(select(func.min(half_messages.c.half_offset)).where(half_messages.c.next_check_at.isnot(None))).scalar()
+    return None if value is None else int(value)
+
+
+def purge_resolved(conn: Connection, resolved_before: int, limit: int) -> int:
+    """Forget resolutions older than the retention (their log entries go with truncation)."""
+    expired = select(half_resolutions.c.message_id).where(half_resolutions.c.resolved_at < resolved_before).limit(limit)
+    ids = [row[0] for row in conn.execute(expired)]
+    if ids:
+        conn.execute(delete(half_messages).where(half_messages.c.message_id.in_(ids)))
+        conn.execute(delete(half_resolutions).where(half_resolutions.c.message_id.in_(ids)))
+    return len(ids)
+
+
+def oldest_retained_offsets(conn: Connection) -> tuple[int | None, int | None]:
+    """Lowest half offset and op offset still indexed (everything below may be truncated)."""
+    half = conn.execute(select(func.min(half_messages.c.half_offset))).scalar()
+    op = conn.execute(select(func.min(half_resolutions.c.op_offset))).scalar()
+    return (None if half is None else int(half)), (None if op is None else int(op))
+
+
+def count_indexed(conn: Connection) -> tuple[int, int]:
+    halves = conn.execute(select(func.count()).select_from(half_messages)).scalar_one()
+    resolutions = conn.execute(select(func.count()).select_from(half_resolutions)).scalar_one()
+    return int(halves), int(resolutions)
+
+
+# -- listeners ----------------------------------------------------------------------------------
+
+
+def put_listener(conn: Connection, listener: Listener) -> None:
+    upsert(
+        conn,
+        producer_listeners,
+        [
+            {
+                "producer_group": listener.producer_group,
+                "instance_id": listener.instance_id,
+                "callback_url": listener.callback_url,
+                "secret": listener.secret,
+                "ttl_seconds": listener.ttl_seconds,
+                "heartbeat_at": listener.heartbeat_at,
+            }
+        ],
+        keys=("producer_group", "instance_id"),
+    )
+
+
+def delete_listener(conn: Connection, producer_group: str, instance_id: str) -> bool:
+    return bool(
+        conn.execute(
+            delete(producer_listeners).where(
+                producer_listeners.c.producer_group == producer_group, producer_listeners.c.instance_id == instance_id
+            )
+        ).rowcount
+    )
+
+
+def live_listeners(conn: Connection, now: int, producer_groups: Sequence[str] | None = None) -> list[Listener]:
+    """Listeners whose last heartbeat is within their ttl."""
+    query = select(
+        producer_listeners.c.producer_group,
+        producer_listeners.c.instance_id,
+        producer_listeners.c.callback_url,
+        producer_listeners.c.secret,
+        producer_listeners.c.ttl_seconds,
+        producer_listeners.c.heartbeat_at,
+    ).where(and_(producer_listeners.c.heartbeat_at + producer_listeners.c.ttl_seconds * 1000 >= now))
+    if producer_groups is not None:
+        query = query.where(producer_listeners.c.producer_group.in_(list(producer_groups)))
+    return [Listener(g, i, u, s, int(t), int(h)) for g, i, u, s, t, h in conn.execute(query)]
+
+
+def delete_expired_listeners(conn: Connection, now: int) -> int:
+    return int(
+        conn.execute(
+            delete(producer_listeners).where(producer_listeners.c.heartbeat_at + producer_listeners.c.ttl_seconds * 1000 < now)
+        ).rowcount
+        or 0
+    )
