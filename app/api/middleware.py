@@ -12,15 +12,13 @@ from app.errors import MessageTooLarge
 from app.metrics import REQUEST_LATENCY, REQUESTS
 
 
-class _BodyTooLarge(Exception):
-    pass
-
-
 class BodyLimitMiddleware:
     """Refuse bodies over ``max_bytes`` with 413 before reading them whole into memory.
 
     A declared Content-Length over the limit is refused before any of the body is
-    read; a chunked body is counted as it streams and cut off at the limit.
+    read. Otherwise the body is read here, counting as it streams, and reading stops
+    at the limit; a body within it is handed on to the app in one piece (the app
+    would have buffered it anyway to parse the JSON).
     """
 
     def __init__(self, app: ASGIApp, max_bytes: int) -> None:
@@ -28,41 +26,38 @@ class BodyLimitMiddleware:
         self.max_bytes = max_bytes
 
     async def __call__(self, scope: Scope, receive: Receive, send: Send) -> None:
-        if scope["type"] != "http":
+        if scope["type"] != "http" or scope.get("method") in ("GET", "HEAD", "DELETE", "OPTIONS"):
             await self.app(scope, receive, send)
             return
-        too_large = MessageTooLarge(f"request body is over the limit of {self.max_bytes} bytes")
+        too_large = error_response(MessageTooLarge(f"request body is over the limit of {self.max_bytes} bytes"))
         for name, value in scope.get("headers", ()):
-            if name == b"content-length":
-                try:
-                    declared = int(value)
-                except ValueError:
-                    declared = 0
-                if declared > self.max_bytes:
-                    await error_response(too_large)(scope, receive, send)
-                    return
-        received = 0
-        response_started = False
-
-        async def limited_receive() -> Message:
-            nonlocal received
+            if name == b"content-length" and value.isdigit() and int(value) > self.max_bytes:
+                await too_large(scope, receive, send)
+                return
+        chunks: list[bytes] = []
+        size = 0
+        while True:
             message = await receive()
-            if message["type"] == "http.request":
-                received += len(message.get("body", b""))
-                if received > self.max_bytes:
-                    raise _BodyTooLarge
-            return message
+            if message["type"] != "http.request":
+                return  # the client went away
+            chunk = message.get("body", b"")
+            size += len(chunk)
+            if size > self.max_bytes:
+                await too_large(scope, receive, send)
+                return
+            chunks.append(chunk)
+            if not message.get("more_body", False):
+                break
+        replayed = False
 
-        async def tracking_send(message: Message) -> None:
-            nonlocal response_started
-            response_started = response_started or message["type"] == "http.response.start"
-            await send(message)
+        async def replay() -> Message:
+            nonlocal replayed
+            if replayed:
+                return await receive()
+            replayed = True
+            return {"type": "http.request", "body": b"".join(chunks), "more_body": False}
 
-        try:
-            await self.app(scope, limited_receive, tracking_send)
-        except _BodyTooLarge:
-            if not response_started:
-                await error_response(too_large)(scope, receive, send)
+        await self.app(scope, replay, send)
 
 
 class MetricsMiddleware:

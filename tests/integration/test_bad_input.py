@@ -1,0 +1,97 @@
+"""Bad input gets a clear error in the contract's shape, never a 500, and writes nothing."""
+
+from __future__ import annotations
+
+from collections.abc import Iterator
+
+import pytest
+from fastapi.testclient import TestClient
+
+from app.main import create_app
+from tests.integration.conftest import create_topic, error_code, make_settings
+
+PRODUCE = "/v1/topics/t/messages"
+
+
+@pytest.fixture
+def small_client(database_url: str) -> Iterator[TestClient]:
+    settings = make_settings(
+        database_url, max_request_bytes=4096, max_message_bytes=1024, max_batch_messages=5, max_header_count=2
+    )
+    with TestClient(create_app(settings)) as client:
+        create_topic(client, "t")
+        yield client
+
+
+@pytest.mark.parametrize(
+    ("body", "status", "code"),
+    [
+        (b"{not json", 400, "INVALID_REQUEST"),
+        (b"[]", 422, "VALIDATION_ERROR"),
+        (b'{"messages": "nope"}', 422, "VALIDATION_ERROR"),
+        (b'{"messages": []}', 422, "VALIDATION_ERROR"),
+        (b'{"messages": [{"key": 5, "value": 1}]}', 422, "VALIDATION_ERROR"),
+        (b'{"messages": [{"value": 1, "value_base64": "AA=="}]}', 422, "VALIDATION_ERROR"),
+        (b'{"messages": [{"key": "k"}]}', 422, "VALIDATION_ERROR"),
+        (b'{"messages": [{"value_base64": "not base64!"}]}', 422, "VALIDATION_ERROR"),
+        (b'{"messages": [{"value": 1, "headers": {"h": 1}}]}', 422, "VALIDATION_ERROR"),
+        (b'{"messages": [{"value": 1, "partition": -1}]}', 422, "VALIDATION_ERROR"),
+        (b'{"messages": [{"value": 1, "surprise": true}]}', 422, "VALIDATION_ERROR"),
+        (b'{"messages": [{"value": 1}, {"value": 2}, {"value": 3}, {"value": 4}, {"value": 5}, {"value": 6}]}', 400, "INVALID_REQUEST"),
+        (b'{"messages": [{"value": 1, "headers": {"a": "1", "b": "2", "c": "3"}}]}', 400, "INVALID_REQUEST"),
+        (b'{"messages": [{"value": "' + b"x" * 2000 + b'"}]}', 413, "MESSAGE_TOO_LARGE"),
+        (b'{"messages": [{"value": "' + b"x" * 5000 + b'"}]}', 413, "MESSAGE_TOO_LARGE"),
+    ],
+)
+def test_bad_produce_requests(small_client: TestClient, body: bytes, status: int, code: str) -> None:
+    response = small_client.post(PRODUCE, content=body, headers={"content-type": "application/json"})
+    assert (response.status_code, error_code(response)) == (status, code), response.text
+    assert set(response.json()["error"]) == {"code", "message"} and response.json()["error"]["message"]
+    assert small_client.get("/v1/topics/t").json()["partitions"][0]["high_watermark"] == 0
+
+
+def test_an_oversized_chunked_body_is_refused_while_streaming(small_client: TestClient) -> None:
+    def chunks() -> Iterator[bytes]:
+        yield b'{"messages": [{"value": "'
+        for _ in range(100):
+            yield b"x" * 100
+        yield b'"}]}'
+
+    response = small_client.post(PRODUCE, content=chunks(), headers={"content-type": "application/json"})
+    assert (response.status_code, error_code(response)) == (413, "MESSAGE_TOO_LARGE")
+
+
+@pytest.mark.parametrize(
+    ("method", "path", "status", "code"),
+    [
+        ("get", "/v1/nothing-here", 404, "NOT_FOUND"),
+        ("delete", "/v1/topics", 405, "METHOD_NOT_ALLOWED"),
+        ("get", "/v1/topics/t/partitions/x/messages", 422, "VALIDATION_ERROR"),
+        ("get", "/v1/topics/t/partitions/0/messages?offset=-1", 422, "VALIDATION_ERROR"),
+        ("get", "/v1/topics/t/partitions/0/messages?max_messages=0", 422, "VALIDATION_ERROR"),
+        ("get", "/v1/topics/t/partitions/0/messages?max_messages=100000", 400, "INVALID_REQUEST"),
+        ("get", "/v1/topics/t/partitions/99999999999/messages", 422, "VALIDATION_ERROR"),
+        ("get", "/v1/half-messages/unknown", 404, "HALF_MESSAGE_NOT_FOUND"),
+        ("post", "/v1/half-messages/unknown/commit", 404, "HALF_MESSAGE_NOT_FOUND"),
+        ("get", "/v1/transactions/unknown", 404, "TRANSACTION_NOT_FOUND"),
+        ("post", "/v1/transactions/unknown/commit", 404, "TRANSACTION_NOT_FOUND"),
+        ("delete", "/v1/producer-groups/g/listeners/nobody", 404, "LISTENER_NOT_FOUND"),
+    ],
+)
+def test_bad_urls(small_client: TestClient, method: str, path: str, status: int, code: str) -> None:
+    response = small_client.request(method, path)
+    assert (response.status_code, error_code(response)) == (status, code), response.text
+
+
+def test_metrics_health_and_openapi(client: TestClient) -> None:
+    create_topic(client, "t")
+    client.post(PRODUCE, json={"messages": [{"value": 1}]})
+    assert client.get("/healthz").status_code == 200
+    assert client.get("/readyz").json() == {"status": "ready"}
+    metrics = client.get("/metrics").text
+    assert 'halfmq_http_requests_total{method="POST",route="/v1/topics/{topic}/messages",status="200"}' in metrics
+    assert 'halfmq_messages_in_total{topic="t"}' in metrics
+    paths = client.get("/openapi.json").json()["paths"]
+    for path in ("/v1/topics", "/v1/half-messages", "/v1/transactions", "/v1/producer-groups/{group}/checks"):
+        assert path in paths
+    assert client.get("/docs").status_code == 200
