@@ -1,0 +1,194 @@
+"""Mode 2 through the real app: transactions across topics and partitions, LSO, fencing, timeouts."""
+
+from __future__ import annotations
+
+import time
+from typing import Any
+
+import pytest
+from fastapi.testclient import TestClient
+
+from app.broker import Broker
+from app.storage import txn_store
+from app.txn_state import TxnState
+from tests.integration.conftest import create_topic, error_code, read_all
+
+
+@pytest.fixture
+def topics(client: TestClient) -> TestClient:
+    create_topic(client, "a", 2)
+    create_topic(client, "b", 1)
+    return client
+
+
+def begin(client: TestClient, **body: Any) -> str:
+    response = client.post("/v1/transactions", json=body)
+    assert response.status_code == 201, response.text
+    return response.json()["txn_id"]  # type: ignore[no-any-return]
+
+
+def send(client: TestClient, topic: str, partition: int, txn_id: str | None, *values: Any, **stamp: Any) -> Any:
+    body: dict[str, Any] = {"messages": [{"value": v} for v in values], **stamp}
+    if txn_id:
+        body["txn_id"] = txn_id
+    return client.post(f"/v1/topics/{topic}/partitions/{partition}/messages", json=body)
+
+
+def lso(client: TestClient, topic: str, partition: int) -> tuple[int, int]:
+    p = client.get(f"/v1/topics/{topic}").json()["partitions"][partition]
+    return p["last_stable_offset"], p["high_watermark"]
+
+
+def test_a_transaction_is_atomic_across_topics_and_partitions(topics: TestClient) -> None:
+    txn = begin(topics)
+    send(topics, "a", 0, txn, "a0")
+    send(topics, "a", 1, txn, "a1")
+    send(topics, "b", 0, txn, "b0")
+    assert read_all(topics, "a", 0) == [] and read_all(topics, "b", 0) == []
+    assert [m["value"] for m in read_all(topics, "a", 0, "read_uncommitted")] == ["a0"]
+    described = topics.get(f"/v1/transactions/{txn}").json()
+    assert described["state"] == "OPEN"
+    assert sorted((p["topic"], p["partition"]) for p in described["partitions"]) == [("a", 0), ("a", 1), ("b", 0)]
+    assert topics.post(f"/v1/transactions/{txn}/commit").json() == {"txn_id": txn, "state": "COMMITTED"}
+    assert [m["value"] for t, p in (("a", 0), ("a", 1), ("b", 0)) for m in read_all(topics, t, p)] == ["a0", "a1", "b0"]
+    assert lso(topics, "a", 0) == (2, 2)  # the message and its commit marker
+
+
+def test_an_open_transaction_holds_back_only_its_partitions(topics: TestClient) -> None:
+    send(topics, "a", 0, None, "before")
+    txn = begin(topics)
+    send(topics, "a", 0, txn, "inside")
+    send(topics, "a", 0, None, "after")
+    send(topics, "a", 1, None, "elsewhere")
+    assert lso(topics, "a", 0) == (1, 3)
+    assert [m["value"] for m in read_all(topics, "a", 0)] == ["before"]
+    assert [m["value"] for m in read_all(topics, "a", 1)] == ["elsewhere"]
+    topics.post(f"/v1/transactions/{txn}/commit")
+    assert [m["value"] for m in read_all(topics, "a", 0)] == ["before", "inside", "after"]
+
+
+def test_aborted_messages_are_skipped_by_read_committed_only(topics: TestClient) -> None:
+    kept, dropped = begin(topics), begin(topics)  # Pulsar style: many open at once
+    send(topics, "a", 0, kept, "k1")
+    send(topics, "a", 0, dropped, "d1")
+    send(topics, "a", 0, None, "plain")
+    send(topics, "a", 0, kept, "k2")
+    assert topics.post(f"/v1/transactions/{dropped}/abort").json()["state"] == "ABORTED"
+    assert lso(topics, "a", 0)[0] == 0  # `kept` is still open
+    topics.post(f"/v1/transactions/{kept}/commit")
+    assert [m["value"] for m in read_all(topics, "a", 0)] == ["k1", "plain", "k2"]
+    assert [m["value"] for m in read_all(topics, "a", 0, "read_uncommitted")] == ["k1", "d1", "plain", "k2"]
+    page = topics.get("/v1/topics/a/partitions/0/messages", params={"offset": 0, "max_messages": 2}).json()
+    assert [m["value"] for m in page["messages"]] == ["k1"] and page["next_offset"] == 2
+
+
+def test_end_requests_are_idempotent_and_final(topics: TestClient) -> None:
+    txn = begin(topics)
+    send(topics, "a", 0, txn, 1)
+    assert topics.post(f"/v1/transactions/{txn}/commit").json()["state"] == "COMMITTED"
+    assert topics.post(f"/v1/transactions/{txn}/commit").json()["state"] == "COMMITTED"
+    abort = topics.post(f"/v1/transactions/{txn}/abort")
+    assert (abort.status_code, error_code(abort)) == (409, "ALREADY_RESOLVED")
+    late_write = send(topics, "a", 0, txn, 2)
+    assert (late_write.status_code, error_code(late_write)) == (409, "INVALID_TXN_STATE")
+    assert [m["value"] for m in read_all(topics, "a", 0)] == [1]
+
+
+def test_offsets_committed_in_a_transaction_apply_only_on_commit(topics: TestClient) -> None:
+    send(topics, "a", 0, None, "in1", "in2")
+    offsets = {"group": "g", "offsets": [{"topic": "a", "partition": 0, "offset": 2}]}
+    aborted = begin(topics)
+    assert topics.post(f"/v1/transactions/{aborted}/offsets", json=offsets).status_code == 200
+    topics.post(f"/v1/transactions/{aborted}/abort")
+    assert topics.get("/v1/groups/g/offsets").json()["offsets"] == []
+    committed = begin(topics)
+    send(topics, "b", 0, committed, "out")
+    topics.post(f"/v1/transactions/{committed}/offsets", json=offsets)
+    topics.post(f"/v1/transactions/{committed}/commit")
+    assert [(o["topic"], o["offset"]) for o in topics.get("/v1/groups/g/offsets").json()["offsets"]] == [("a", 2)]
+
+
+def test_a_new_epoch_fences_the_old_producer_and_aborts_its_transaction(topics: TestClient) -> None:
+    old = topics.post("/v1/producers", json={"transactional_id": "etl"}).json()
+    txn = begin(topics, **old)
+    assert send(topics, "a", 0, txn, "zombie", base_sequence=0, **old).status_code == 200
+    second_begin = topics.post("/v1/transactions", json=old)
+    assert (second_begin.status_code, error_code(second_begin)) == (409, "CONCURRENT_TRANSACTIONS")
+    new = topics.post("/v1/producers", json={"transactional_id": "etl"}).json()
+    assert new == {"producer_id": old["producer_id"], "producer_epoch": old["producer_epoch"] + 1}
+    assert topics.get(f"/v1/transactions/{txn}").json()["state"] == "ABORTED"
+    for response in (
+        topics.post(f"/v1/transactions/{txn}/commit"),
+        topics.post("/v1/transactions", json=old),
+        send(topics, "a", 0, None, "stale", base_sequence=1, **old),
+    ):
+        assert (response.status_code, error_code(response)) == (409, "PRODUCER_FENCED"), response.text
+    fresh = begin(topics, **new)
+    send(topics, "a", 0, fresh, "fresh", base_sequence=0, **new)
+    topics.post(f"/v1/transactions/{fresh}/commit")
+    assert [m["value"] for m in read_all(topics, "a", 0)] == ["fresh"]
+
+
+def test_init_finishes_a_transaction_that_was_preparing_to_commit(topics: TestClient, broker: Broker) -> None:
+    producer = topics.post("/v1/producers", json={"transactional_id": "etl"}).json()
+    txn = begin(topics, **producer)
+    send(topics, "a", 0, txn, "survives")
+    # A crash between the two commit phases leaves the transaction in PREPARE_COMMIT.
+    broker.store.writer.run_sync(lambda conn: txn_store.transition(conn, txn, TxnState.OPEN, TxnState.PREPARE_COMMIT))
+    topics.post("/v1/producers", json={"transactional_id": "etl"})
+    assert topics.get(f"/v1/transactions/{txn}").json()["state"] == "COMMITTED"
+    assert [m["value"] for m in read_all(topics, "a", 0)] == ["survives"]
+
+
+def test_prepared_transactions_are_completed_by_recovery(topics: TestClient, broker: Broker) -> None:
+    commit, abort = begin(topics), begin(topics)
+    send(topics, "a", 0, commit, "yes")
+    send(topics, "a", 1, abort, "no")
+    broker.store.writer.run_sync(lambda conn: txn_store.transition(conn, commit, TxnState.OPEN, TxnState.PREPARE_COMMIT))
+    broker.store.writer.run_sync(lambda conn: txn_store.transition(conn, abort, TxnState.OPEN, TxnState.PREPARE_ABORT))
+    assert topics.portal.call(broker.coordinator.complete_prepared) == 2  # type: ignore[union-attr]
+    assert [topics.get(f"/v1/transactions/{t}").json()["state"] for t in (commit, abort)] == ["COMMITTED", "ABORTED"]
+    assert [m["value"] for m in read_all(topics, "a", 0)] == ["yes"] and read_all(topics, "a", 1) == []
+
+
+def test_a_transaction_past_its_timeout_is_aborted_and_its_producer_fenced(topics: TestClient, broker: Broker) -> None:
+    producer = topics.post("/v1/producers", json={"transactional_id": "slow"}).json()
+    txn = begin(topics, timeout_ms=200, **producer)
+    send(topics, "a", 0, txn, "too late")
+    time.sleep(0.3)
+    refused = send(topics, "a", 0, txn, "even later")
+    assert (refused.status_code, error_code(refused)) == (409, "INVALID_TXN_STATE")
+    assert topics.portal.call(broker.coordinator.abort_expired) == 1  # type: ignore[union-attr]
+    assert topics.get(f"/v1/transactions/{txn}").json()["state"] == "TIMED_OUT"
+    commit = topics.post(f"/v1/transactions/{txn}/commit")
+    assert (commit.status_code, error_code(commit)) == (409, "PRODUCER_FENCED")
+    assert topics.post(f"/v1/transactions/{txn}/abort").json()["state"] == "TIMED_OUT"
+    assert read_all(topics, "a", 0) == [] and lso(topics, "a", 0) == (2, 2)
+
+
+def test_transaction_timeouts_are_bounded(topics: TestClient) -> None:
+    too_long = topics.post("/v1/transactions", json={"timeout_ms": 900_001})
+    assert (too_long.status_code, error_code(too_long)) == (400, "INVALID_TRANSACTION_TIMEOUT")
+    producer = topics.post("/v1/producers", json={"transactional_id": "x", "transaction_timeout_ms": 10**9})
+    assert (producer.status_code, error_code(producer)) == (400, "INVALID_TRANSACTION_TIMEOUT")
+    assert topics.post("/v1/transactions", json={"timeout_ms": 1000}).json()["timeout_ms"] == 1000
+    half = topics.post("/v1/transactions", json={"producer_id": 1})
+    assert half.status_code == 400
+
+
+def test_a_retried_commit_completes_a_prepared_transaction(topics: TestClient, broker: Broker) -> None:
+    txn = begin(topics)
+    send(topics, "a", 0, txn, "yes")
+    broker.store.writer.run_sync(lambda conn: txn_store.transition(conn, txn, TxnState.OPEN, TxnState.PREPARE_COMMIT))
+    assert topics.post(f"/v1/transactions/{txn}/commit").json()["state"] == "COMMITTED"
+    assert [m["value"] for m in read_all(topics, "a", 0)] == ["yes"]
+
+
+def test_sequences_stay_idempotent_inside_a_transaction(topics: TestClient) -> None:
+    producer = topics.post("/v1/producers", json={"transactional_id": "idem"}).json()
+    txn = begin(topics, **producer)
+    first = send(topics, "a", 0, txn, "x", base_sequence=0, **producer).json()
+    retry = send(topics, "a", 0, txn, "x", base_sequence=0, **producer).json()
+    assert retry == {**first, "duplicate": True}
+    topics.post(f"/v1/transactions/{txn}/commit")
+    assert [m["value"] for m in read_all(topics, "a", 0)] == ["x"]
