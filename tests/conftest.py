@@ -3,8 +3,6 @@
 from __future__ import annotations
 
 from collections.abc import Iterator
-from pathlib import Path
-
 import pytest
 
 from tests.support.databases import PostgresDatabases, SqliteDatabases, postgres_admin_url
@@ -28,8 +26,20 @@ def postgres_databases() -> Iterator[PostgresDatabases]:
 
 
 @pytest.fixture(params=DATABASES)
-def database_url(request: pytest.FixtureRequest, tmp_path: Path) -> str:
-    """A fresh, migrated, empty database of each kind."""
+def database_url(request: pytest.FixtureRequest) -> Iterator[str]:
+    """A migrated, empty database of each kind."""
     if request.param == "sqlite":
-        return request.getfixturevalue("sqlite_databases").new()  # type: ignore[no-any-return]
-    return request.getfixturevalue("postgres_databases").new()  # type: ignore[no-any-return]
+        yield request.getfixturevalue("sqlite_databases").new()
+        return
+    databases: PostgresDatabases = request.getfixturevalue("postgres_databases")
+    url = databases.new()
+    yield url
+    databases.release(url)
+
+
+@pytest.fixture
+def postgres_url(postgres_databases: PostgresDatabases) -> Iterator[str]:
+    """A migrated, empty PostgreSQL database (tests that only make sense there)."""
+    url = postgres_databases.new()
+    yield url
+    postgres_databases.release(url)

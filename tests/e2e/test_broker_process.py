@@ -16,7 +16,7 @@ import pytest
 
 from tests.support.broker_process import BrokerProcess, free_port
 from tests.support.callback_server import CallbackServer
-from tests.support.databases import PostgresDatabases, SqliteDatabases
+from tests.support.databases import SqliteDatabases
 
 pytestmark = pytest.mark.e2e
 
@@ -101,7 +101,7 @@ def test_a_half_message_survives_sigkill_and_is_resolved_by_the_checker(
 
 
 def test_commit_after_a_crash_between_prepare_and_commit_delivers_once(sqlite_databases: SqliteDatabases) -> None:
-    broker = BrokerProcess(sqlite_databases.new(), check_interval_seconds=60).start()
+    broker = BrokerProcess(sqlite_databases.new(), check_interval_seconds=60, lease_seconds=1).start()
     try:
         httpx.post(f"{broker.url}/v1/topics", json={"name": "orders"})
         prepared = httpx.post(
@@ -123,12 +123,12 @@ def test_commit_after_a_crash_between_prepare_and_commit_delivers_once(sqlite_da
 
 
 def test_kafka_mode_transactions_across_a_sigkill(sqlite_databases: SqliteDatabases) -> None:
-    broker = BrokerProcess(sqlite_databases.new(), check_interval_seconds=0.3).start()
+    broker = BrokerProcess(sqlite_databases.new(), check_interval_seconds=0.3, lease_seconds=1).start()
     try:
         api = broker.url
         httpx.post(f"{api}/v1/topics", json={"name": "t", "partitions": 2})
         producer = httpx.post(f"{api}/v1/producers", json={"transactional_id": "etl"}).json()
-        open_txn = httpx.post(f"{api}/v1/transactions", json={**producer, "timeout_ms": 1500}).json()["txn_id"]
+        open_txn = httpx.post(f"{api}/v1/transactions", json={**producer, "timeout_ms": 8000}).json()["txn_id"]
         httpx.post(f"{api}/v1/topics/t/partitions/0/messages", json={"messages": [{"value": "orphan"}], "txn_id": open_txn})
         committed = httpx.post(f"{api}/v1/transactions", json={}).json()["txn_id"]
         httpx.post(f"{api}/v1/topics/t/partitions/1/messages", json={"messages": [{"value": "kept"}], "txn_id": committed})
@@ -145,8 +145,8 @@ def test_kafka_mode_transactions_across_a_sigkill(sqlite_databases: SqliteDataba
         broker.stop()
 
 
-def test_two_brokers_on_one_postgres_never_share_or_skip_an_offset(postgres_databases: PostgresDatabases) -> None:
-    url = postgres_databases.new()
+def test_two_brokers_on_one_postgres_never_share_or_skip_an_offset(postgres_url: str) -> None:
+    url = postgres_url
     brokers = [BrokerProcess(url).start(), BrokerProcess(url).start()]
     try:
         httpx.post(f"{brokers[0].url}/v1/topics", json={"name": "t", "partitions": 2})
@@ -174,9 +174,8 @@ def test_two_brokers_on_one_postgres_never_share_or_skip_an_offset(postgres_data
             broker.stop()
 
 
-def test_a_killed_checkers_lease_is_taken_over(postgres_databases: PostgresDatabases) -> None:
-    url = postgres_databases.new()
-    brokers = [BrokerProcess(url, lease_seconds=1.5).start(), BrokerProcess(url, lease_seconds=1.5).start()]
+def test_a_killed_checkers_lease_is_taken_over(postgres_url: str) -> None:
+    brokers = [BrokerProcess(postgres_url, lease_seconds=1.5).start(), BrokerProcess(postgres_url, lease_seconds=1.5).start()]
 
     def leaders() -> list[int]:
         found = []
