@@ -54,6 +54,10 @@ def install_error_handlers(app: FastAPI) -> None:
         broker_error.code = "HTTP_ERROR"
         return error_response(broker_error)
 
+    @app.exception_handler(UnicodeError)
+    async def _bad_unicode(_request: Request, _error: UnicodeError) -> Response:
+        return error_response(ValidationFailed("strings must be valid Unicode (no lone surrogates)"))
+
     @app.exception_handler(Exception)
     async def _unexpected(_request: Request, error: Exception) -> Response:
         log.exception("unhandled error", exc_info=error)

@@ -10,21 +10,21 @@ from starlette.responses import Response
 
 from app.api.encoding import JsonResponse, to_record
 from app.api.log_routes import ERRORS, broker_of
-from app.api.models import GroupName, MessageIn, TopicName
+from app.api.models import NO_NUL, GroupName, Identifier, MessageIn, TopicName
 from app.domain import now_ms
 from app.errors import InvalidRequest
 from half_store.records import HalfMessage, Listener
 from half_store.states import HalfState
 
 router = APIRouter(prefix="/v1", responses=ERRORS)  # type: ignore[arg-type]
-MessageIdPath = Annotated[str, Path(min_length=1, max_length=64)]
-GroupPath = Annotated[str, Path(min_length=1, max_length=255)]
+MessageIdPath = Annotated[str, Path(min_length=1, max_length=64, pattern=NO_NUL)]
+GroupPath = Annotated[str, Path(min_length=1, max_length=255, pattern=NO_NUL)]
 
 
 class HalfMessageIn(MessageIn):
     topic: TopicName
     producer_group: GroupName
-    transaction_id: Annotated[str, Field(min_length=1, max_length=255)] | None = None
+    transaction_id: Identifier | None = None
     check_immunity_seconds: Annotated[float, Field(ge=0, le=7 * 24 * 3600)] | None = None
 
 
@@ -60,7 +60,7 @@ class HalfList(BaseModel):
 class ListenerIn(BaseModel):
     callback_url: AnyHttpUrl
     ttl_seconds: Annotated[int, Field(ge=1, le=86400)] = 30
-    secret: Annotated[str, Field(min_length=1, max_length=1024)] | None = None
+    secret: Annotated[str, Field(min_length=1, max_length=1024, pattern=NO_NUL)] | None = None
 
 
 class CheckList(BaseModel):
@@ -129,7 +129,7 @@ async def get_half(message_id: MessageIdPath, request: Request) -> Response:
 @router.get("/half-messages", response_model=HalfList, tags=["half messages"])
 async def list_halves(
     request: Request,
-    producer_group: Annotated[str | None, Query(min_length=1, max_length=255)] = None,
+    producer_group: Annotated[str | None, Query(min_length=1, max_length=255, pattern=NO_NUL)] = None,
     state: HalfState | None = None,
     limit: Annotated[int, Query(ge=1, le=10_000)] = 1000,
 ) -> Response:
@@ -156,7 +156,7 @@ async def poll_checks(
     request: Request,
     max_wait_ms: Annotated[int, Query(ge=0)] = 0,
     max_checks: Annotated[int, Query(ge=1, le=1000)] = 100,
-    instance_id: Annotated[str, Query(min_length=1, max_length=200)] = "default",
+    instance_id: Annotated[str, Query(min_length=1, max_length=200, pattern=NO_NUL)] = "default",
 ) -> Response:
     broker = broker_of(request)
     if max_wait_ms > broker.settings.max_fetch_wait_ms:

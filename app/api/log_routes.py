@@ -9,6 +9,7 @@ from starlette.responses import Response
 
 from app.api.encoding import JsonResponse, message_json, to_record
 from app.api.models import (
+    NO_NUL,
     ErrorResponse,
     FetchResponse,
     GroupOffsets,
@@ -36,7 +37,7 @@ router = APIRouter(prefix="/v1", responses=ERRORS)  # type: ignore[arg-type]
 
 TopicPath = Annotated[str, Path(pattern=TOPIC_NAME_PATTERN)]
 PartitionPath = Annotated[int, Path(ge=0, le=2**31 - 1)]
-GroupPath = Annotated[str, Path(min_length=1, max_length=255)]
+GroupPath = Annotated[str, Path(min_length=1, max_length=255, pattern=NO_NUL)]
 
 
 def broker_of(request: Request) -> Broker:

@@ -8,10 +8,17 @@ from pydantic import BaseModel, ConfigDict, Field, model_validator
 
 from app.constants import TOPIC_NAME_PATTERN
 
+# PostgreSQL text cannot hold NUL, so no identifier or key may, whichever database is behind.
+NO_NUL = r"^[^\x00]*$"
 TopicName = Annotated[str, Field(pattern=TOPIC_NAME_PATTERN, description="^[A-Za-z0-9._-]{1,249}$")]
-GroupName = Annotated[str, Field(min_length=1, max_length=255)]
+GroupName = Annotated[str, Field(min_length=1, max_length=255, pattern=NO_NUL)]
+Identifier = Annotated[str, Field(min_length=1, max_length=255, pattern=NO_NUL)]
+Key = Annotated[str, Field(pattern=NO_NUL)]
 Partition = Annotated[int, Field(ge=0, le=2**31 - 1)]
 Offset = Annotated[int, Field(ge=0, le=2**63 - 1)]
+ProducerId = Annotated[int, Field(ge=0, le=2**63 - 1)]
+Epoch = Annotated[int, Field(ge=0, le=2**31 - 1)]
+TimeoutMs = Annotated[int, Field(ge=1, le=2**31 - 1)]
 
 
 class Strict(BaseModel):
@@ -21,7 +28,7 @@ class Strict(BaseModel):
 class MessageIn(Strict):
     """A message: exactly one of ``value`` (any JSON) and ``value_base64`` (binary)."""
 
-    key: str | None = None
+    key: Key | None = None
     value: Any = None
     value_base64: str | None = None
     headers: dict[str, str] = Field(default_factory=dict)
@@ -85,10 +92,10 @@ class ProduceRequest(Strict):
 
 class PartitionProduceRequest(Strict):
     messages: Annotated[list[MessageIn], Field(min_length=1)]
-    producer_id: Annotated[int, Field(ge=0)] | None = None
-    producer_epoch: Annotated[int, Field(ge=0, le=2**31 - 1)] | None = None
+    producer_id: ProducerId | None = None
+    producer_epoch: Epoch | None = None
     base_sequence: Annotated[int, Field(ge=0, le=2**31 - 1)] | None = None
-    txn_id: Annotated[str, Field(min_length=1, max_length=64)] | None = None
+    txn_id: Annotated[str, Field(min_length=1, max_length=64, pattern=NO_NUL)] | None = None
 
 
 class OffsetAssignment(BaseModel):
@@ -102,8 +109,8 @@ class ProduceResponse(BaseModel):
 
 
 class ProducerInit(Strict):
-    transactional_id: Annotated[str, Field(min_length=1, max_length=255)] | None = None
-    transaction_timeout_ms: Annotated[int, Field(ge=1)] | None = None
+    transactional_id: Identifier | None = None
+    transaction_timeout_ms: TimeoutMs | None = None
 
 
 class ProducerIdResponse(BaseModel):
@@ -127,7 +134,7 @@ class GroupOffsetIn(Strict):
     topic: TopicName
     partition: Partition
     offset: Offset
-    metadata: Annotated[str, Field(max_length=4096)] | None = None
+    metadata: Annotated[str, Field(max_length=4096, pattern=NO_NUL)] | None = None
 
 
 class GroupOffsetsCommit(Strict):

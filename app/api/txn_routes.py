@@ -10,17 +10,17 @@ from starlette.responses import Response
 
 from app.api.encoding import JsonResponse
 from app.api.log_routes import ERRORS, broker_of
-from app.api.models import GroupName, GroupOffsetIn, Strict
+from app.api.models import NO_NUL, Epoch, GroupName, GroupOffsetIn, ProducerId, Strict, TimeoutMs
 from app.domain import OffsetCommit
 
 router = APIRouter(prefix="/v1/transactions", tags=["transactions"], responses=ERRORS)  # type: ignore[arg-type]
-TxnPath = Annotated[str, Path(min_length=1, max_length=64)]
+TxnPath = Annotated[str, Path(min_length=1, max_length=64, pattern=NO_NUL)]
 
 
 class TransactionBegin(Strict):
-    producer_id: Annotated[int, Field(ge=0)] | None = None
-    producer_epoch: Annotated[int, Field(ge=0, le=2**31 - 1)] | None = None
-    timeout_ms: Annotated[int, Field(ge=1, le=2**31 - 1)] | None = None
+    producer_id: ProducerId | None = None
+    producer_epoch: Epoch | None = None
+    timeout_ms: TimeoutMs | None = None
 
 
 class TransactionOffsets(Strict):

@@ -7,14 +7,14 @@ from typing import TypeVar
 
 import anyio
 from sqlalchemy import Connection
-from sqlalchemy.exc import OperationalError
+from sqlalchemy.exc import DataError, OperationalError
 
 from app.constants import SYSTEM_TOPICS
 from app.domain import Topic
 from app.errors import StorageUnavailable, TopicExists, TopicNotFound
 from app.storage import log_store
 from app.storage.database import Database
-from app.storage.writer import GroupCommitWriter
+from app.storage.writer import GroupCommitWriter, unstorable
 
 T = TypeVar("T")
 
@@ -45,6 +45,8 @@ class Store:
         try:
             with self.database.reader.connect() as connection:
                 return query(connection)
+        except DataError as error:
+            raise unstorable(error) from error
         except OperationalError as error:
             raise StorageUnavailable("the database is unavailable, retry later") from error
 

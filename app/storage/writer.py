@@ -25,9 +25,9 @@ from typing import Any, Generic, TypeVar
 
 from sqlalchemy import Connection
 from sqlalchemy.engine import Engine
-from sqlalchemy.exc import DBAPIError, OperationalError
+from sqlalchemy.exc import DataError, DBAPIError, OperationalError
 
-from app.errors import BrokerError, StorageUnavailable
+from app.errors import BrokerError, StorageUnavailable, ValidationFailed
 
 T = TypeVar("T")
 Unit = Callable[[Connection], T]
@@ -171,9 +171,17 @@ def _storage_failure(error: BaseException) -> BaseException:
     if isinstance(error, OperationalError):
         log.warning("database unavailable: %s", error)
         return StorageUnavailable("the database is unavailable, retry later")
+    if isinstance(error, DataError):
+        return unstorable(error)
     if isinstance(error, DBAPIError):
         log.error("write failed", exc_info=error)
     return error
+
+
+def unstorable(error: DataError) -> ValidationFailed:
+    """A value the database refuses (a NUL in PostgreSQL text, an out-of-range number)."""
+    reason = str(error.orig).splitlines()[0] if error.orig else "invalid value"
+    return ValidationFailed(f"a value in the request cannot be stored: {reason}")
 
 
 def _settle(future: asyncio.Future[Any], result: Any, error: BaseException | None) -> None:

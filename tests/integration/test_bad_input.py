@@ -95,3 +95,38 @@ def test_metrics_health_and_openapi(client: TestClient) -> None:
     for path in ("/v1/topics", "/v1/half-messages", "/v1/transactions", "/v1/producer-groups/{group}/checks"):
         assert path in paths
     assert client.get("/docs").status_code == 200
+
+
+@pytest.mark.parametrize(
+    ("method", "path", "body"),
+    [
+        ("post", "/v1/producers", {"transaction_timeout_ms": 2**40}),
+        ("post", "/v1/topics/t/partitions/0/messages", {"messages": [{"value": 1}], "producer_id": 2**70, "producer_epoch": 0}),
+        ("post", "/v1/topics/t/messages", {"messages": [{"key": "a\u0000b", "value": 1}]}),
+        ("post", "/v1/groups/g%00x/offsets", {"offsets": [{"topic": "t", "partition": 0, "offset": 0}]}),
+        ("get", "/v1/groups/g%00x/offsets", None),
+        ("post", "/v1/producers", {"transactional_id": "a\u0000"}),
+        ("post", "/v1/half-messages", {"topic": "t", "producer_group": "g\u0000", "value": 1}),
+        ("get", "/v1/half-messages/%00", None),
+        ("get", "/v1/transactions/%00", None),
+        ("put", "/v1/producer-groups/g/listeners/i%00", {"callback_url": "http://127.0.0.1:1/x"}),
+    ],
+)
+def test_values_no_database_could_store_are_refused_alike_on_both(
+    small_client: TestClient, method: str, path: str, body: object
+) -> None:
+    response = small_client.request(method, path, json=body)
+    assert (response.status_code, error_code(response)) == (422, "VALIDATION_ERROR"), response.text
+
+
+def test_control_characters_in_headers_and_values_round_trip(small_client: TestClient) -> None:
+    sent = {"value": "a\u0000b", "headers": {"h": "x\u0000y"}}
+    assert small_client.post(PRODUCE, json={"messages": [sent]}).status_code == 200
+    got = small_client.get("/v1/topics/t/partitions/0/messages").json()["messages"][0]
+    assert (got["value"], got["headers"]) == ("a\u0000b", {"h": "x\u0000y"})
+
+
+@pytest.mark.parametrize("raw", [b'{"messages":[{"key":"\\ud800","value":1}]}', b'{"messages":[{"value":"\\udfff"}]}'])
+def test_lone_surrogates_are_refused(small_client: TestClient, raw: bytes) -> None:
+    response = small_client.post(PRODUCE, content=raw, headers={"content-type": "application/json"})
+    assert (response.status_code, error_code(response)) == (422, "VALIDATION_ERROR")
