@@ -192,3 +192,23 @@ def test_sequences_stay_idempotent_inside_a_transaction(topics: TestClient) -> N
     assert retry == {**first, "duplicate": True}
     topics.post(f"/v1/transactions/{txn}/commit")
     assert [m["value"] for m in read_all(topics, "a", 0)] == ["x"]
+
+
+def test_unused_transactional_ids_expire(database_url: str) -> None:
+    from app.main import create_app
+    from checker.retention import Retention
+    from tests.integration.conftest import make_settings
+
+    settings = make_settings(database_url, transactional_id_expiration_ms=1)
+    with TestClient(create_app(settings)) as client:
+        first = client.post("/v1/producers", json={"transactional_id": "old"}).json()
+        busy = client.post("/v1/producers", json={"transactional_id": "busy"}).json()
+        begin(client, **busy)  # an open transaction keeps its id alive
+        time.sleep(0.01)
+        broker: Broker = client.app.state.broker  # type: ignore[attr-defined]
+        report = client.portal.call(Retention(broker.store, settings).run_once)  # type: ignore[union-attr]
+        assert report.expired_producers == 1
+        again = client.post("/v1/producers", json={"transactional_id": "old"}).json()
+        assert again["producer_epoch"] == 0 and again["producer_id"] != first["producer_id"]
+        busy_again = client.post("/v1/producers", json={"transactional_id": "busy"}).json()
+        assert busy_again == {"producer_id": busy["producer_id"], "producer_epoch": busy["producer_epoch"] + 1}
