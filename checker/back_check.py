@@ -2,11 +2,13 @@
 
 Each round reads the half messages that are due (their ``next_check_at`` has come;
 resolved ones are excluded by the op-record index, so nothing resolved is ever
-checked), claims each one (counting the check and pushing the next one out by a
-check interval) and calls one live listener of its group, without waiting for the
-calls to finish: a slow or dead group holds at most its own few in-flight slots
-and never delays another group or the next round. Any failure of one check is
-logged and counted as that check; it never stops the round.
+checked). It claims a bounded share of each group's due messages in one write,
+which counts the check and pushes the next one out by a check interval. It then
+hands them to call tasks without waiting for them. A call task takes a slot of its
+group (a quarter of ``check_concurrency``) before a global slot, so a slow or dead
+group holds at most its own few slots and never delays another group or the next
+round. A failure of one check is logged and counted as that check; it never stops
+the round.
 """
 
 from __future__ import annotations
@@ -14,7 +16,7 @@ from __future__ import annotations
 import asyncio
 import logging
 import random
-from collections import Counter
+from collections import defaultdict
 from dataclasses import dataclass
 
 import httpx
@@ -29,6 +31,9 @@ from half_store.service import CheckCandidate, HalfMessageService
 
 log = logging.getLogger(__name__)
 
+# How many claimed checks a group may have queued behind its call slots.
+QUEUE_PER_SLOT = 8
+
 
 @dataclass(frozen=True, slots=True)
 class RoundReport:
@@ -38,6 +43,10 @@ class RoundReport:
     unanswerable: int
 
 
+def _fields(report: RoundReport) -> tuple[int, int, int, int]:
+    return report.due, report.checked, report.discarded, report.unanswerable
+
+
 class BackChecker:
     def __init__(self, halves: HalfMessageService, settings: Settings, http: httpx.AsyncClient) -> None:
         self.halves = halves
@@ -45,38 +54,55 @@ class BackChecker:
         self.http = http
         self.interval_ms = int(settings.check_interval_seconds * 1000)
         self.per_group_limit = max(1, settings.check_concurrency // 4)
+        self._calls = asyncio.Semaphore(settings.check_concurrency)
+        self._group_slots: dict[str, asyncio.Semaphore] = defaultdict(lambda: asyncio.Semaphore(self.per_group_limit))
         self._in_flight: dict[str, str] = {}  # message id -> producer group
         self._tasks: set[asyncio.Task[None]] = set()
 
     async def run_once(self, scan_limit: int = 1000) -> RoundReport:
+        """One walk over what is due; with a backlog it keeps claiming as calls finish, for up to an interval."""
+        deadline = asyncio.get_running_loop().time() + self.settings.check_interval_seconds * 0.9
+        total = RoundReport(0, 0, 0, 0)
+        while True:
+            report, saturated = await self._claim_and_dispatch(scan_limit)
+            total = RoundReport(*(a + b for a, b in zip(_fields(total), _fields(report))))
+            if not saturated or asyncio.get_running_loop().time() >= deadline:
+                return total
+            await asyncio.sleep(0.02)  # let calls in flight finish and free their group's queue
+
+    async def _claim_and_dispatch(self, scan_limit: int) -> tuple[RoundReport, bool]:
         due = [h for h in await self.halves.due_for_check(scan_limit) if h.message_id not in self._in_flight]
         listeners = await self.halves.live_listeners(sorted({h.producer_group for h in due}))
-        callbacks: dict[str, list[Listener]] = {}
+        callbacks: dict[str, list[Listener]] = defaultdict(list)
         polled: set[str] = set()
         for listener in listeners:
             if listener.callback_url:
-                callbacks.setdefault(listener.producer_group, []).append(listener)
+                callbacks[listener.producer_group].append(listener)
             else:
                 polled.add(listener.producer_group)
-        checked = discarded = unanswerable = 0
-        busy = Counter(self._in_flight.values())
+        queued = defaultdict(int, self._queued_by_group())
+        saturated = False
+        to_discard: list[HalfMessage] = []
+        to_check: list[HalfMessage] = []
+        unanswerable: list[HalfMessage] = []
         for half in due:
+            group = half.producer_group
             if need_discard(half, self.settings.check_max):
-                discarded += await self._discard(half)
-            elif half.producer_group in callbacks:
-                if len(self._in_flight) >= self.settings.check_concurrency or busy[half.producer_group] >= self.per_group_limit:
-                    continue
-                candidate = await self.halves.claim_check(half, self.interval_ms)
-                if candidate is not None:
-                    busy[half.producer_group] += 1
-                    self._spawn(candidate, random.choice(callbacks[half.producer_group]))
-                    checked += 1
-            elif half.producer_group not in polled:
-                # Nobody to ask: RocketMQ counts the check too, so the message is discarded in the end.
-                if await self.halves.claim_check(half, self.interval_ms) is not None:
-                    CHECKS.labels("no_listener").inc()
-                    unanswerable += 1
-        return RoundReport(len(due), checked, discarded, unanswerable)
+                to_discard.append(half)
+            elif group in callbacks:
+                if queued[group] < self.per_group_limit * QUEUE_PER_SLOT:
+                    queued[group] += 1
+                    to_check.append(half)
+                else:
+                    saturated = True
+            elif group not in polled:
+                unanswerable.append(half)  # nobody to ask: counted anyway, as RocketMQ does
+        for candidate in await self.halves.claim_checks(to_check, self.interval_ms):
+            self._spawn(candidate, random.choice(callbacks[candidate.half.producer_group]))
+        uncounted = await self.halves.claim_checks(unanswerable, self.interval_ms)
+        CHECKS.labels("no_listener").inc(len(uncounted))
+        discarded = sum(await asyncio.gather(*(self._discard(h) for h in to_discard)))
+        return RoundReport(len(due), len(to_check), discarded, len(uncounted)), saturated
 
     async def drain(self) -> None:
         """Wait for the checks in flight (tests, shutdown)."""
@@ -88,6 +114,12 @@ class BackChecker:
             task.cancel()
         await self.drain()
 
+    def _queued_by_group(self) -> dict[str, int]:
+        counts: dict[str, int] = defaultdict(int)
+        for group in self._in_flight.values():
+            counts[group] += 1
+        return counts
+
     def _spawn(self, candidate: CheckCandidate, listener: Listener) -> None:
         self._in_flight[candidate.half.message_id] = candidate.half.producer_group
         task = asyncio.create_task(self._check(candidate, listener))
@@ -97,7 +129,8 @@ class BackChecker:
     async def _check(self, candidate: CheckCandidate, listener: Listener) -> None:
         half = candidate.half
         try:
-            answer = await self._ask(candidate, listener)
+            async with self._group_slots[half.producer_group], self._calls:
+                answer = await self._ask(candidate, listener)
             CHECKS.labels(answer.lower()).inc()
             if answer == "COMMIT":
                 await self.halves.commit(half.message_id, resolved_by="checker")

@@ -37,11 +37,6 @@ class CheckPolling:
             await asyncio.sleep(min(POLL_RECHECK_SECONDS, max(0.0, deadline - time.monotonic())))
 
     async def _claim(self, producer_group: str, max_checks: int) -> list[dict[str, Any]]:
-        checks = []
-        for half in await self.halves.due_for_check(max_checks, producer_group):
-            if need_discard(half, self.settings.check_max):
-                continue  # the checker discards it
-            candidate = await self.halves.claim_check(half, self.lease_ms)
-            if candidate is not None:
-                checks.append(check_payload(candidate))
-        return checks
+        due = await self.halves.due_for_check(max_checks, producer_group)
+        checkable = [h for h in due if not need_discard(h, self.settings.check_max)]  # the checker discards the rest
+        return [check_payload(c) for c in await self.halves.claim_checks(checkable, self.lease_ms)]

@@ -156,16 +156,26 @@ class HalfMessageService:
     async def due_for_check(self, limit: int, producer_group: str | None = None) -> list[HalfMessage]:
         return await self.store.read(lambda conn: store.due(conn, now_ms(), limit, producer_group))
 
-    async def claim_check(self, half: HalfMessage, next_check_in_ms: int) -> CheckCandidate | None:
-        """Count a check on ``half`` and return what to send, or None if it was claimed or resolved meanwhile."""
+    async def claim_checks(self, halves: list[HalfMessage], next_check_in_ms: int) -> list[CheckCandidate]:
+        """Count a check on each of ``halves`` (one write for all) and return what to send.
 
-        def unit(conn: Connection) -> CheckCandidate | None:
-            if not store.claim_check(conn, half.message_id, half.check_times, now_ms() + next_check_in_ms):
-                return None
-            stored = log_store.read_one(conn, self.store.topic_sync(conn, HALF_TOPIC), 0, half.half_offset)
-            if stored is None:
-                raise InternalError(f"half message {half.message_id} is indexed but missing from {HALF_TOPIC}")
-            return CheckCandidate(replace(half, check_times=half.check_times + 1), stored[0])
+        A half message someone else claimed or resolved meanwhile is left out.
+        """
+        if not halves:
+            return []
+
+        def unit(conn: Connection) -> list[CheckCandidate]:
+            half_topic = self.store.topic_sync(conn, HALF_TOPIC)
+            next_check_at = now_ms() + next_check_in_ms
+            claimed = []
+            for half in halves:
+                if not store.claim_check(conn, half.message_id, half.check_times, next_check_at):
+                    continue
+                stored = log_store.read_one(conn, half_topic, 0, half.half_offset)
+                if stored is None:
+                    raise InternalError(f"half message {half.message_id} is indexed but missing from {HALF_TOPIC}")
+                claimed.append(CheckCandidate(replace(half, check_times=half.check_times + 1), stored[0]))
+            return claimed
 
         return await self.store.write(unit)
 
