@@ -23,7 +23,7 @@ class Settings(BaseSettings):
     check_interval_seconds: float = Field(30.0, gt=0)  # transactionCheckInterval
     check_max: int = Field(15, ge=1)  # transactionCheckMax
     check_timeout_seconds: float = Field(3.0, gt=0)
-    check_concurrency: int = Field(32, ge=1)
+    check_concurrency: int = Field(64, ge=1)
     poll_check_lease_seconds: float = Field(30.0, gt=0)
     resolved_retention_seconds: float = Field(3600.0, ge=0)
 

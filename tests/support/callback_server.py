@@ -22,6 +22,8 @@ class CallbackServer:
         server = self
 
         class Handler(BaseHTTPRequestHandler):
+            protocol_version = "HTTP/1.1"  # keep-alive, as a real listener would
+
             def do_POST(self) -> None:  # noqa: N802 - http.server's naming
                 raw = self.rfile.read(int(self.headers.get("content-length", 0)))
                 check = json.loads(raw)
