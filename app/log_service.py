@@ -5,7 +5,7 @@ from __future__ import annotations
 import itertools
 import time
 from collections import defaultdict
-from collections.abc import Sequence
+from collections.abc import Awaitable, Callable, Sequence
 from dataclasses import dataclass
 
 from sqlalchemy import Connection
@@ -26,6 +26,9 @@ from app.notifier import PartitionNotifier
 from app.partitioner import partition_for_key
 from app.storage import group_store, log_store, producer_store
 from app.storage.store import Store
+
+
+ClientGone = Callable[[], Awaitable[bool]]
 
 
 @dataclass(frozen=True, slots=True)
@@ -113,8 +116,16 @@ class LogService:
     # -- fetch ------------------------------------------------------------------------------
 
     async def fetch(
-        self, topic_name: str, partition: int, offset: int, max_messages: int, max_wait_ms: int, isolation: str
+        self,
+        topic_name: str,
+        partition: int,
+        offset: int,
+        max_messages: int,
+        max_wait_ms: int,
+        isolation: str,
+        client_gone: ClientGone | None = None,
     ) -> FetchResult:
+        """Read from ``offset``; with ``max_wait_ms`` wait for data, until then or until the client leaves."""
         topic = await self.store.topic(topic_name)
         check_partition(topic, partition)
         deadline = time.monotonic() + max_wait_ms / 1000
@@ -126,6 +137,8 @@ class LogService:
             if result.messages or result.next_offset != offset or remaining <= 0:
                 return result
             await self.notifier.wait([(topic.topic_id, partition)], remaining)
+            if client_gone is not None and await client_gone():
+                return result
 
     # -- consumer groups ------------------------------------------------------------------------
 

@@ -8,6 +8,7 @@ from __future__ import annotations
 
 import asyncio
 import time
+from collections.abc import Awaitable, Callable
 from typing import Any
 
 from app.domain import now_ms
@@ -25,15 +26,22 @@ class CheckPolling:
         self.settings = settings
         self.lease_ms = int(settings.poll_check_lease_seconds * 1000)
 
-    async def poll(self, producer_group: str, instance_id: str, max_wait_ms: int, max_checks: int) -> list[dict[str, Any]]:
+    async def poll(
+        self,
+        producer_group: str,
+        instance_id: str,
+        max_wait_ms: int,
+        max_checks: int,
+        client_gone: Callable[[], Awaitable[bool]] | None = None,
+    ) -> list[dict[str, Any]]:
         # Being polled marks the group as reachable, so the checker leaves its checks to pollers.
         ttl = int(max(30, self.settings.check_interval_seconds * 2, max_wait_ms / 1000 * 2))
         await self.halves.register_listener(Listener(producer_group, f"poll:{instance_id}", None, None, ttl, now_ms()))
         deadline = time.monotonic() + max_wait_ms / 1000
         while True:
             checks = await self._claim(producer_group, max_checks)
-            if checks or time.monotonic() >= deadline:
-                return checks
+            if checks or time.monotonic() >= deadline or (client_gone is not None and await client_gone()):
+                return checks  # checks are claimed only while someone is there to take them
             await asyncio.sleep(min(POLL_RECHECK_SECONDS, max(0.0, deadline - time.monotonic())))
 
     async def _claim(self, producer_group: str, max_checks: int) -> list[dict[str, Any]]:

@@ -161,5 +161,5 @@ async def poll_checks(
     broker = broker_of(request)
     if max_wait_ms > broker.settings.max_fetch_wait_ms:
         raise InvalidRequest(f"max_wait_ms is limited to {broker.settings.max_fetch_wait_ms}")
-    checks = await broker.polling.poll(group, instance_id, max_wait_ms, max_checks)
+    checks = await broker.polling.poll(group, instance_id, max_wait_ms, max_checks, request.is_disconnected)
     return JsonResponse({"checks": checks})

@@ -127,7 +127,9 @@ async def fetch(
         raise InvalidRequest(f"max_messages is limited to {settings.max_fetch_messages}")
     if max_wait_ms > settings.max_fetch_wait_ms:
         raise InvalidRequest(f"max_wait_ms is limited to {settings.max_fetch_wait_ms}")
-    result = await broker.log.fetch(topic, partition, offset, max_messages, max_wait_ms, isolation)
+    result = await broker.log.fetch(
+        topic, partition, offset, max_messages, max_wait_ms, isolation, client_gone=request.is_disconnected
+    )
     if result.messages:
         MESSAGES_OUT.labels(topic).inc(len(result.messages))
     return JsonResponse(

@@ -195,3 +195,16 @@ def test_a_killed_checkers_lease_is_taken_over(postgres_url: str) -> None:
     finally:
         for broker in brokers:
             broker.stop()
+
+
+def test_a_long_poll_ends_when_its_client_goes_away(sqlite_databases: SqliteDatabases) -> None:
+    with BrokerProcess(sqlite_databases.new()) as broker:
+        httpx.post(f"{broker.url}/v1/topics", json={"name": "t"})
+        with pytest.raises(httpx.ReadTimeout):
+            httpx.get(f"{broker.url}/v1/topics/t/partitions/0/messages", params={"max_wait_ms": 30_000}, timeout=0.3)
+
+        def waiting() -> bool:
+            metrics = httpx.get(f"{broker.url}/metrics").text
+            return "halfmq_long_poll_waiters 0.0" in metrics
+
+        wait_for(waiting, timeout=5)
