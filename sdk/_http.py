@@ -1,0 +1,227 @@
+"""HTTP transport: the one retry loop, for both the blocking and the asyncio client.
+
+Every broker request is a :class:`Call` (built in :mod:`sdk._api`): method, path,
+body, whether resending it is safe, and how to parse the answer. The decision
+"retry or give up, and after how long" lives once, in :func:`retry_delay`; the two
+drivers below (:class:`Transport`, :class:`AsyncTransport`) only differ in how
+they wait (``time.sleep`` vs ``asyncio.sleep``).
+
+Connection pools are deliberately small (:data:`DEFAULT_MAX_CONNECTIONS`): httpx
+throughput collapses with many concurrent requests on one client (measured on this
+project: ~950 req/s at 8 concurrent, ~190 req/s at 200). Requests beyond the pool
+wait for a free connection instead of piling onto the event loop.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import json
+import logging
+import random
+import time
+from collections.abc import Callable, Mapping
+from dataclasses import dataclass, field
+from typing import Any, Generic, TypeVar
+
+import httpx
+
+from sdk.errors import BrokerUnavailableError, HalfmqError, error_from_response
+
+T = TypeVar("T")
+
+logger = logging.getLogger("halfmq.sdk")
+
+DEFAULT_TIMEOUT = 10.0
+"""Seconds for connect/read/write of one request (long-polls add their wait)."""
+
+DEFAULT_MAX_CONNECTIONS = 16
+"""Connections per client; beyond ~50 concurrent requests httpx gets much slower."""
+
+DEFAULT_POOL_TIMEOUT = 60.0
+"""How long a request may queue for a free pooled connection before it fails."""
+
+# Failures where the request certainly never reached the broker: always safe to resend.
+_NOT_SENT = (httpx.ConnectError, httpx.ConnectTimeout, httpx.PoolTimeout)
+
+
+@dataclass(frozen=True)
+class RetryPolicy:
+    """Exponential backoff with jitter for connection errors, 5xx and 429.
+
+    ``max_attempts`` counts the first try. With the defaults a request keeps trying
+    for about seven seconds, long enough to ride over a broker restart.
+    """
+
+    max_attempts: int = 8
+    initial_backoff: float = 0.1
+    max_backoff: float = 2.0
+    multiplier: float = 2.0
+    jitter: float = 0.2
+
+    def backoff(self, attempt: int) -> float:
+        """Seconds to wait after failed attempt number ``attempt`` (1-based)."""
+        base = min(self.max_backoff, self.initial_backoff * self.multiplier ** (attempt - 1))
+        return base * (1 + random.uniform(-self.jitter, self.jitter))
+
+
+NO_RETRY = RetryPolicy(max_attempts=1)
+"""A policy that never retries (useful in tests and for callers with their own loop)."""
+
+
+@dataclass(frozen=True)
+class Call(Generic[T]):
+    """One broker request and how to read its answer.
+
+    ``idempotent`` says whether resending is harmless after the request may have
+    reached the broker (reads, sequence-numbered produces, commits). Calls that are
+    not are still retried when the connection was never established.
+    ``extra_timeout`` is added to the read timeout, for long-polls.
+    """
+
+    method: str
+    path: str
+    parse: Callable[[Any], T]
+    json: Any = None
+    params: Mapping[str, Any] | None = None
+    idempotent: bool = True
+    extra_timeout: float = 0.0
+    headers: Mapping[str, str] = field(default_factory=dict)
+
+
+Outcome = httpx.Response | httpx.TransportError
+
+
+def retry_delay(policy: RetryPolicy, call: Call[Any], attempt: int, outcome: Outcome) -> float | None:
+    """Seconds to wait before resending ``call`` after ``outcome``, or ``None`` to stop.
+
+    The single place that knows which failures are worth another try.
+    """
+    if attempt >= policy.max_attempts:
+        return None
+    if isinstance(outcome, httpx.Response):
+        status = outcome.status_code
+        if status == 429:  # refused before doing anything
+            retryable = True
+        elif status >= 500:
+            retryable = call.idempotent
+        else:
+            retryable = False
+    else:
+        retryable = isinstance(outcome, _NOT_SENT) or call.idempotent
+    return policy.backoff(attempt) if retryable else None
+
+
+def _result(call: Call[T], response: httpx.Response) -> T:
+    """Parse a final answer: the call's value on 2xx, else raise the typed error."""
+    try:
+        body = response.json() if response.content else None
+    except (json.JSONDecodeError, UnicodeDecodeError):
+        body = None
+        if response.is_success:
+            raise HalfmqError(
+                f"broker answered {call.method} {call.path} with non-JSON", code="INVALID_RESPONSE",
+                status=response.status_code,
+            ) from None
+    if response.is_success:
+        return call.parse(body)
+    raise error_from_response(response.status_code, body, response.text)
+
+
+def _unavailable(call: Call[Any], exc: httpx.TransportError, attempts: int) -> BrokerUnavailableError:
+    return BrokerUnavailableError(
+        f"{call.method} {call.path} failed after {attempts} attempt(s): {type(exc).__name__}: {exc}"
+    )
+
+
+def _timeout(base: float, call: Call[Any], pool: float) -> httpx.Timeout:
+    return httpx.Timeout(base, read=base + call.extra_timeout, pool=pool)
+
+
+def _limits(max_connections: int) -> httpx.Limits:
+    return httpx.Limits(max_connections=max_connections, max_keepalive_connections=max_connections)
+
+
+class Transport:
+    """Blocking driver: an :class:`httpx.Client` plus the retry loop. Thread-safe."""
+
+    def __init__(
+        self,
+        url: str,
+        *,
+        timeout: float = DEFAULT_TIMEOUT,
+        retry: RetryPolicy | None = None,
+        max_connections: int = DEFAULT_MAX_CONNECTIONS,
+        pool_timeout: float = DEFAULT_POOL_TIMEOUT,
+    ) -> None:
+        self.url = url.rstrip("/")
+        self.retry = retry or RetryPolicy()
+        self._timeout = timeout
+        self._pool_timeout = pool_timeout
+        self._client = httpx.Client(base_url=self.url, limits=_limits(max_connections))
+
+    def call(self, call: Call[T]) -> T:
+        """Send ``call``, resending per :func:`retry_delay`; return its parsed answer."""
+        attempt = 0
+        while True:
+            attempt += 1
+            try:
+                outcome: Outcome = self._client.request(
+                    call.method, call.path, json=call.json, params=call.params, headers=call.headers,
+                    timeout=_timeout(self._timeout, call, self._pool_timeout),
+                )
+            except httpx.TransportError as exc:
+                outcome = exc
+            delay = retry_delay(self.retry, call, attempt, outcome)
+            if delay is None:
+                if isinstance(outcome, httpx.TransportError):
+                    raise _unavailable(call, outcome, attempt) from outcome
+                return _result(call, outcome)
+            logger.debug("retrying %s %s in %.2fs after %r", call.method, call.path, delay, outcome)
+            time.sleep(delay)
+
+    def close(self) -> None:
+        """Close the pooled connections."""
+        self._client.close()
+
+
+class AsyncTransport:
+    """Asyncio driver: an :class:`httpx.AsyncClient` plus the same retry decisions."""
+
+    def __init__(
+        self,
+        url: str,
+        *,
+        timeout: float = DEFAULT_TIMEOUT,
+        retry: RetryPolicy | None = None,
+        max_connections: int = DEFAULT_MAX_CONNECTIONS,
+        pool_timeout: float = DEFAULT_POOL_TIMEOUT,
+    ) -> None:
+        self.url = url.rstrip("/")
+        self.retry = retry or RetryPolicy()
+        self._timeout = timeout
+        self._pool_timeout = pool_timeout
+        self._client = httpx.AsyncClient(base_url=self.url, limits=_limits(max_connections))
+
+    async def call(self, call: Call[T]) -> T:
+        """Send ``call``, resending per :func:`retry_delay`; return its parsed answer."""
+        attempt = 0
+        while True:
+            attempt += 1
+            try:
+                outcome: Outcome = await self._client.request(
+                    call.method, call.path, json=call.json, params=call.params, headers=call.headers,
+                    timeout=_timeout(self._timeout, call, self._pool_timeout),
+                )
+            except httpx.TransportError as exc:
+                outcome = exc
+            delay = retry_delay(self.retry, call, attempt, outcome)
+            if delay is None:
+                if isinstance(outcome, httpx.TransportError):
+                    raise _unavailable(call, outcome, attempt) from outcome
+                return _result(call, outcome)
+            logger.debug("retrying %s %s in %.2fs after %r", call.method, call.path, delay, outcome)
+            await asyncio.sleep(delay)
+
+    async def aclose(self) -> None:
+        """Close the pooled connections."""
+        await self._client.aclose()

@@ -1,0 +1,89 @@
+"""Asyncio twin of the idempotent :class:`sdk.Producer`."""
+
+from __future__ import annotations
+
+import asyncio
+from typing import Any
+
+from sdk import _api
+from sdk._api import TopicPartition
+from sdk._http import DEFAULT_MAX_CONNECTIONS, DEFAULT_TIMEOUT, RetryPolicy
+from sdk._routing import PartitionRouter, SequenceSession, outcome_unknown
+from sdk.aio._base import AsyncBase
+from sdk.errors import IllegalStateError
+from sdk.message import Message, to_wire
+
+
+class AsyncProducer(AsyncBase):
+    """Asyncio twin of :class:`sdk.Producer`: idempotent ``await send(...)`` → ``(partition, offset)``.
+
+    Concurrent sends to one partition are serialised (an :class:`asyncio.Lock` per
+    partition) because sequence numbers must arrive in order.
+    """
+
+    def __init__(
+        self, url: str, *, timeout: float = DEFAULT_TIMEOUT, retry: RetryPolicy | None = None,
+        max_connections: int = DEFAULT_MAX_CONNECTIONS,
+    ) -> None:
+        super().__init__(url, timeout, retry, max_connections)
+        self._router = PartitionRouter()
+        self._session: SequenceSession | None = None
+        self._session_lock = asyncio.Lock()
+        self._partition_locks: dict[TopicPartition, asyncio.Lock] = {}
+        self._closed = False
+
+    @property
+    def producer_id(self) -> int | None:
+        """The broker-assigned producer id in use (``None`` before the first send)."""
+        return self._session.identity.producer_id if self._session else None
+
+    async def send(
+        self, topic: str, value: Any, key: str | None = None, headers: dict[str, str] | None = None,
+        partition: int | None = None,
+    ) -> tuple[int, int]:
+        """Write one message exactly once; ``(partition, offset)``."""
+        return (await self.send_batch(topic, [Message(topic, value, key, headers)], partition=partition))[0]
+
+    async def send_batch(
+        self, topic: str, messages: list[Message], *, partition: int | None = None
+    ) -> list[tuple[int, int]]:
+        """Write several messages of one topic; one request per partition, results in input order."""
+        if self._closed:
+            raise IllegalStateError("producer is closed")
+        count = await self.partitions_for(topic)
+        by_partition: dict[int, list[int]] = {}
+        for index, m in enumerate(messages):
+            p = self._router.choose(topic, m.key, partition if partition is not None else m.partition, count)
+            by_partition.setdefault(p, []).append(index)
+        results: list[tuple[int, int]] = [(-1, -1)] * len(messages)
+        for p, indexes in by_partition.items():
+            offsets = await self._send_to_partition((topic, p), [messages[i] for i in indexes])
+            for i, offset in zip(indexes, offsets, strict=True):
+                results[i] = (p, offset)
+        return results
+
+    async def _send_to_partition(self, tp: TopicPartition, messages: list[Message]) -> list[int]:
+        wire = [to_wire(m.value, m.key, m.headers) for m in messages]
+        async with self._partition_locks.setdefault(tp, asyncio.Lock()):
+            session = await self._current_session()
+            base = session.base_sequence(tp)
+            call = _api.produce_to_partition(tp[0], tp[1], wire, producer=session.identity, base_sequence=base)
+            try:
+                result = await self._transport.call(call)
+            except Exception as exc:
+                if outcome_unknown(exc) and self._session is session:
+                    self._session = None  # see SequenceSession: never reuse a maybe-taken number
+                raise
+            session.acknowledge(tp, base, len(wire))
+            return result.offsets
+
+    async def _current_session(self) -> SequenceSession:
+        async with self._session_lock:
+            if self._session is None:
+                self._session = SequenceSession(await self._transport.call(_api.init_producer()))
+            return self._session
+
+    async def close(self) -> None:
+        """Release connections; further sends raise :class:`IllegalStateError`."""
+        self._closed = True
+        await super().close()

@@ -1,0 +1,161 @@
+"""Asyncio twin of :class:`sdk.TransactionalProducer` (same state machine, same lazy begin)."""
+
+from __future__ import annotations
+
+import asyncio
+import contextlib
+import logging
+from collections.abc import AsyncIterator, Mapping
+from typing import Any
+
+from sdk import _api
+from sdk._api import TopicPartition
+from sdk._http import DEFAULT_MAX_CONNECTIONS, DEFAULT_TIMEOUT, RetryPolicy
+from sdk._routing import PartitionRouter
+from sdk._txn_state import TransactionManager, TransactionState
+from sdk.aio._base import AsyncBase
+from sdk.errors import ConcurrentTransactionsError
+from sdk.message import to_wire
+from sdk.transactional import DEFAULT_TRANSACTION_TIMEOUT_MS
+
+logger = logging.getLogger("halfmq.sdk")
+
+
+class AsyncTransactionalProducer(AsyncBase):
+    """Asyncio twin of :class:`sdk.TransactionalProducer`; ``async with producer.transaction():``."""
+
+    def __init__(
+        self, url: str, transactional_id: str, *, transaction_timeout_ms: int = DEFAULT_TRANSACTION_TIMEOUT_MS,
+        timeout: float = DEFAULT_TIMEOUT, retry: RetryPolicy | None = None,
+        max_connections: int = DEFAULT_MAX_CONNECTIONS,
+    ) -> None:
+        super().__init__(url, timeout, retry, max_connections)
+        self.transactional_id = transactional_id
+        self.transaction_timeout_ms = transaction_timeout_ms
+        self._manager = TransactionManager(transactional_id)
+        self._router = PartitionRouter()
+        self._lock = asyncio.Lock()
+
+    @property
+    def state(self) -> TransactionState:
+        """The client-side transaction state."""
+        return self._manager.state
+
+    @property
+    def producer_epoch(self) -> int | None:
+        """Current epoch (``None`` before ``init_transactions()``)."""
+        return self._manager.session.identity.producer_epoch if self._manager.session else None
+
+    async def init_transactions(self) -> None:
+        """Register the transactional id: new epoch, older instances fenced. Call once."""
+        async with self._lock:
+            if self._manager.state is not TransactionState.UNINITIALIZED:
+                self._manager.transition_to(TransactionState.READY)
+            await self._init_producer()
+
+    async def _init_producer(self) -> None:
+        identity = await self._transport.call(_api.init_producer(self.transactional_id, self.transaction_timeout_ms))
+        self._manager.initialized(identity)
+
+    def begin_transaction(self) -> None:
+        """Start a transaction (local; the broker hears of it at the first write)."""
+        self._manager.begin()
+
+    async def send(
+        self, topic: str, value: Any, key: str | None = None, headers: dict[str, str] | None = None,
+        partition: int | None = None,
+    ) -> tuple[int, int]:
+        """Write one message into the open transaction; ``(partition, offset)``."""
+        async with self._lock:
+            manager = self._manager
+            manager.require_in_transaction("send")
+            try:
+                p = self._router.choose(topic, key, partition, await self.partitions_for(topic))
+                tp = (topic, p)
+                txn_id = await self._ensure_broker_transaction()
+                base = manager.base_sequence(tp)
+                result = await self._transport.call(
+                    _api.produce_to_partition(
+                        topic, p, [to_wire(value, key, headers)], producer=manager.identity, base_sequence=base,
+                        txn_id=txn_id,
+                    )
+                )
+            except Exception as exc:
+                raise manager.failed(exc)
+            manager.acknowledge(tp, base, 1)
+            return p, result.offsets[0]
+
+    async def send_offsets_to_transaction(self, offsets: Mapping[TopicPartition, int], group: str) -> None:
+        """Commit ``group``'s offsets with this transaction."""
+        async with self._lock:
+            self._manager.require_in_transaction("send_offsets_to_transaction")
+            try:
+                txn_id = await self._ensure_broker_transaction()
+                await self._transport.call(_api.add_offsets_to_transaction(txn_id, group, offsets))
+            except Exception as exc:
+                raise self._manager.failed(exc)
+
+    async def commit_transaction(self) -> None:
+        """Commit; call again if it raised with an unknown outcome."""
+        async with self._lock:
+            txn_id = self._manager.txn_id
+            if self._manager.begin_commit() and txn_id is not None:
+                try:
+                    await self._transport.call(_api.end_transaction(txn_id, "commit"))
+                except Exception as exc:
+                    raise self._manager.failed(exc)
+            self._manager.completed()
+
+    async def abort_transaction(self) -> None:
+        """Abort the open (or failed) transaction."""
+        async with self._lock:
+            manager = self._manager
+            txn_id = manager.txn_id
+            needs_request = manager.begin_abort()
+            try:
+                if manager.needs_epoch_bump:  # see TransactionalProducer.abort_transaction
+                    await self._init_producer()
+                    return
+                if needs_request and txn_id is not None:
+                    await self._transport.call(_api.end_transaction(txn_id, "abort"))
+            except Exception as exc:
+                raise manager.failed(exc)
+            manager.completed()
+
+    @contextlib.asynccontextmanager
+    async def transaction(self) -> AsyncIterator[AsyncTransactionalProducer]:
+        """``async with producer.transaction():`` commit on success, abort on exception."""
+        self.begin_transaction()
+        try:
+            yield self
+        except BaseException:
+            await self._abort_quietly()
+            raise
+        await self.commit_transaction()
+
+    async def _abort_quietly(self) -> None:
+        if self._manager.state in (TransactionState.IN_TRANSACTION, TransactionState.ABORTABLE_ERROR):
+            try:
+                await self.abort_transaction()
+            except Exception:
+                logger.warning("abort after a failed transaction block failed", exc_info=True)
+
+    async def _ensure_broker_transaction(self) -> str:
+        manager = self._manager
+        if manager.txn_id is None:
+            try:
+                info = await self._transport.call(
+                    _api.begin_transaction(manager.identity, self.transaction_timeout_ms)
+                )
+            except ConcurrentTransactionsError:
+                manager.needs_epoch_bump = True
+                raise
+            manager.txn_id = info.txn_id
+        return manager.txn_id
+
+    async def close(self) -> None:
+        """Abort an open transaction (best effort) and release connections."""
+        await self._abort_quietly()
+        if self._manager.state is not TransactionState.CLOSED:
+            self._manager.close()
+        await super().close()

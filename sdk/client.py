@@ -1,0 +1,133 @@
+"""Blocking admin and low-level client: topics, raw produce/fetch, group offsets, states."""
+
+from __future__ import annotations
+
+from collections.abc import Iterable, Mapping
+from types import TracebackType
+from typing import Any
+
+from sdk import _api
+from sdk._api import TopicPartition
+from sdk._http import DEFAULT_MAX_CONNECTIONS, DEFAULT_TIMEOUT, RetryPolicy, Transport
+from sdk.errors import TopicExistsError
+from sdk.message import Message, to_wire
+from sdk.models import CommittedOffset, FetchResult, HalfMessageInfo, TopicMetadata, TransactionInfo
+
+
+class Client:
+    """A blocking connection to one broker (``Client("http://127.0.0.1:8080")``).
+
+    Thread-safe; holds a small connection pool (see :mod:`sdk._http` for why it is
+    small). Close it, or use it as a context manager. Producers and consumers make
+    their own; this one is for administration and for the raw endpoints.
+    """
+
+    def __init__(
+        self,
+        url: str,
+        *,
+        timeout: float = DEFAULT_TIMEOUT,
+        retry: RetryPolicy | None = None,
+        max_connections: int = DEFAULT_MAX_CONNECTIONS,
+    ) -> None:
+        self.url = url.rstrip("/")
+        self._transport = Transport(self.url, timeout=timeout, retry=retry, max_connections=max_connections)
+
+    # --- topics ------------------------------------------------------------------
+
+    def create_topic(self, name: str, partitions: int = 1, *, exist_ok: bool = False) -> None:
+        """Create ``name`` with ``partitions`` partitions; ``exist_ok`` ignores TOPIC_EXISTS."""
+        try:
+            self._transport.call(_api.create_topic(name, partitions))
+        except TopicExistsError:
+            if not exist_ok:
+                raise
+
+    def list_topics(self, *, include_system: bool = False) -> dict[str, int]:
+        """``{topic name: partition count}`` of every (non-system, by default) topic."""
+        return self._transport.call(_api.list_topics(include_system))
+
+    def get_topic(self, name: str) -> TopicMetadata:
+        """Partitions of ``name`` with their log start, high watermark and last stable offset."""
+        return self._transport.call(_api.get_topic(name))
+
+    # --- raw produce and fetch ----------------------------------------------------
+
+    def produce(self, topic: str, messages: Iterable[Message]) -> list[tuple[int, int]]:
+        """Write ``messages`` atomically, partitioned by the broker; ``[(partition, offset)]``.
+
+        Not idempotent: a lost answer is not resent. Use :class:`~sdk.Producer` for
+        exactly-once writes. A message's ``partition`` field, when set, is honoured.
+        """
+        wire = []
+        for m in messages:
+            entry = to_wire(m.value, m.key, m.headers)
+            if m.partition is not None:
+                entry["partition"] = m.partition
+            wire.append(entry)
+        return self._transport.call(_api.produce(topic, wire))
+
+    def fetch(
+        self,
+        topic: str,
+        partition: int,
+        offset: int = 0,
+        *,
+        max_messages: int = 500,
+        max_wait_ms: int = 0,
+        isolation: str = "read_committed",
+    ) -> FetchResult:
+        """Read one partition from ``offset``; continue from the result's ``next_offset``."""
+        return self._transport.call(
+            _api.fetch(topic, partition, offset, max_messages=max_messages, max_wait_ms=max_wait_ms, isolation=isolation)
+        )
+
+    # --- consumer groups ----------------------------------------------------------
+
+    def commit_offsets(self, group: str, offsets: Mapping[TopicPartition, int]) -> None:
+        """Set ``group``'s committed offsets (``{(topic, partition): next offset to read}``)."""
+        self._transport.call(_api.commit_group_offsets(group, offsets))
+
+    def committed_offsets(self, group: str) -> list[CommittedOffset]:
+        """Every committed offset of ``group`` (with its lag)."""
+        return self._transport.call(_api.group_offsets(group))
+
+    # --- transaction inspection ---------------------------------------------------
+
+    def get_half_message(self, message_id: str) -> HalfMessageInfo:
+        """State of one half message (PREPARED, COMMITTED, ROLLED_BACK or DISCARDED)."""
+        return self._transport.call(_api.get_half_message(message_id))
+
+    def list_half_messages(self, producer_group: str, state: str | None = "PREPARED") -> list[HalfMessageInfo]:
+        """Half messages of ``producer_group``, optionally only those in ``state``."""
+        return self._transport.call(_api.list_half_messages(producer_group, state))
+
+    def commit_half_message(self, message_id: str) -> dict[str, Any]:
+        """Commit a half message by id (idempotent); the answer names its final topic/offset."""
+        return self._transport.call(_api.end_half_message(message_id, "commit"))
+
+    def rollback_half_message(self, message_id: str) -> dict[str, Any]:
+        """Roll a half message back by id (idempotent)."""
+        return self._transport.call(_api.end_half_message(message_id, "rollback"))
+
+    def get_transaction(self, txn_id: str) -> TransactionInfo:
+        """State of a Kafka-mode transaction."""
+        return self._transport.call(_api.get_transaction(txn_id))
+
+    def health(self) -> Any:
+        """``GET /healthz``; raises if the broker is unreachable."""
+        return self._transport.call(_api.health())
+
+    # --- lifecycle ------------------------------------------------------------------
+
+    def close(self) -> None:
+        """Close the connection pool."""
+        self._transport.close()
+
+    def __enter__(self) -> Client:
+        return self
+
+    def __exit__(
+        self, exc_type: type[BaseException] | None, exc: BaseException | None, tb: TracebackType | None
+    ) -> None:
+        self.close()

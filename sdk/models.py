@@ -1,0 +1,171 @@
+"""Read-only records the broker returns (topic metadata, fetch results, states).
+
+Frozen dataclasses named for what they are, built from the contract's JSON by the
+``from_json`` class methods; :class:`~sdk.message.Message` lives in :mod:`sdk.message`.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Mapping
+from dataclasses import dataclass
+from typing import Any
+
+from sdk.message import Message, from_wire
+
+
+@dataclass(frozen=True)
+class PartitionInfo:
+    """One partition's offsets: readable range and the last stable offset (LSO)."""
+
+    partition: int
+    log_start_offset: int
+    high_watermark: int
+    last_stable_offset: int
+
+    @classmethod
+    def from_json(cls, body: Mapping[str, Any]) -> PartitionInfo:
+        """Build from ``{"partition", "log_start_offset", "high_watermark", "last_stable_offset"}``."""
+        return cls(
+            partition=int(body["partition"]),
+            log_start_offset=int(body.get("log_start_offset", 0)),
+            high_watermark=int(body.get("high_watermark", 0)),
+            last_stable_offset=int(body.get("last_stable_offset", body.get("high_watermark", 0))),
+        )
+
+
+@dataclass(frozen=True)
+class TopicMetadata:
+    """``GET /v1/topics/{topic}``: the topic and its partitions."""
+
+    name: str
+    partitions: tuple[PartitionInfo, ...]
+
+    @property
+    def partition_count(self) -> int:
+        """How many partitions the topic has."""
+        return len(self.partitions)
+
+    @classmethod
+    def from_json(cls, body: Mapping[str, Any]) -> TopicMetadata:
+        """Build from the topic endpoint's JSON."""
+        parts = tuple(sorted((PartitionInfo.from_json(p) for p in body["partitions"]), key=lambda p: p.partition))
+        return cls(name=str(body["name"]), partitions=parts)
+
+
+@dataclass(frozen=True)
+class FetchResult:
+    """One fetch: the messages and where to continue (``next_offset`` may skip aborted data)."""
+
+    messages: list[Message]
+    next_offset: int
+    high_watermark: int
+    last_stable_offset: int
+
+    @classmethod
+    def from_json(cls, body: Mapping[str, Any], topic: str, partition: int) -> FetchResult:
+        """Build from the fetch endpoint's JSON, decoding ``value_base64`` to bytes."""
+        messages = [
+            from_wire({"topic": topic, "partition": partition, **m}) for m in body.get("messages") or []
+        ]
+        return cls(
+            messages=messages,
+            next_offset=int(body["next_offset"]),
+            high_watermark=int(body.get("high_watermark", body["next_offset"])),
+            last_stable_offset=int(body.get("last_stable_offset", body.get("high_watermark", 0))),
+        )
+
+
+@dataclass(frozen=True)
+class ProduceResult:
+    """Offsets of a partition produce; ``duplicate`` when the broker had it already."""
+
+    partition: int
+    offsets: list[int]
+    duplicate: bool = False
+
+    @classmethod
+    def from_json(cls, body: Mapping[str, Any], partition: int) -> ProduceResult:
+        """Build from ``{"offsets": [{"partition", "offset"}], "duplicate"?}``."""
+        offsets = [int(o["offset"]) if isinstance(o, Mapping) else int(o) for o in body.get("offsets") or []]
+        return cls(partition=partition, offsets=offsets, duplicate=bool(body.get("duplicate", False)))
+
+
+@dataclass(frozen=True)
+class CommittedOffset:
+    """A consumer group's committed position in one partition (the next offset to read)."""
+
+    topic: str
+    partition: int
+    offset: int
+    metadata: str | None = None
+    lag: int | None = None
+
+    @classmethod
+    def from_json(cls, body: Mapping[str, Any]) -> CommittedOffset:
+        """Build from one entry of ``GET /v1/groups/{group}/offsets``."""
+        return cls(
+            topic=str(body["topic"]),
+            partition=int(body["partition"]),
+            offset=int(body["offset"]),
+            metadata=body.get("metadata"),
+            lag=body.get("lag"),
+        )
+
+
+@dataclass(frozen=True)
+class ProducerIdentity:
+    """What InitProducerId hands out: the producer id and its current epoch."""
+
+    producer_id: int
+    producer_epoch: int
+
+    @classmethod
+    def from_json(cls, body: Mapping[str, Any]) -> ProducerIdentity:
+        """Build from ``{"producer_id", "producer_epoch"}``."""
+        return cls(producer_id=int(body["producer_id"]), producer_epoch=int(body["producer_epoch"]))
+
+
+@dataclass(frozen=True)
+class HalfMessageInfo:
+    """A half message's state as the broker sees it (Mode 1)."""
+
+    message_id: str
+    transaction_id: str | None
+    producer_group: str | None
+    topic: str | None
+    state: str
+    check_times: int = 0
+    born_timestamp: int | None = None
+
+    @classmethod
+    def from_json(cls, body: Mapping[str, Any]) -> HalfMessageInfo:
+        """Build from ``GET /v1/half-messages/{id}`` or a prepare answer."""
+        return cls(
+            message_id=str(body["message_id"]),
+            transaction_id=body.get("transaction_id"),
+            producer_group=body.get("producer_group"),
+            topic=body.get("topic"),
+            state=str(body.get("state", "PREPARED")),
+            check_times=int(body.get("check_times") or 0),
+            born_timestamp=body.get("born_timestamp"),
+        )
+
+
+@dataclass(frozen=True)
+class TransactionInfo:
+    """A Kafka-mode transaction's state as the broker sees it (Mode 2)."""
+
+    txn_id: str
+    state: str
+    partitions: list[Any]
+    timeout_ms: int | None = None
+
+    @classmethod
+    def from_json(cls, body: Mapping[str, Any]) -> TransactionInfo:
+        """Build from ``GET /v1/transactions/{txn_id}`` or a begin answer."""
+        return cls(
+            txn_id=str(body["txn_id"]),
+            state=str(body.get("state", "OPEN")),
+            partitions=list(body.get("partitions") or []),
+            timeout_ms=body.get("timeout_ms"),
+        )

@@ -1,0 +1,145 @@
+"""The idempotent :class:`Producer`: every message is written exactly once per ``send``.
+
+How: the producer asks the broker for a producer id (``POST /v1/producers``),
+partitions on the client exactly like the broker, and numbers its batches per
+partition. The transport resends a batch after connection errors and 5xx with the
+*same* sequence number, and the broker answers a repeat with the original offsets.
+"""
+
+from __future__ import annotations
+
+import threading
+from types import TracebackType
+from typing import Any
+
+from sdk import _api
+from sdk._api import TopicPartition
+from sdk._http import DEFAULT_MAX_CONNECTIONS, DEFAULT_TIMEOUT, RetryPolicy, Transport
+from sdk._routing import PartitionRouter, SequenceSession, outcome_unknown
+from sdk.errors import IllegalStateError
+from sdk.message import Message, to_wire
+
+
+class Producer:
+    """Idempotent producer: ``Producer(url).send(topic, value, key=None, headers=None, partition=None)``.
+
+    Thread-safe. Sends to one partition are serialised (sequence numbers must reach
+    the broker in order); sends to different partitions run in parallel.
+
+    If ``send`` raises :class:`~sdk.errors.BrokerUnavailableError` the message may or
+    may not have been written; the producer then starts a fresh producer id so that
+    no later message can be mistaken for that one. Retrying the ``send`` yourself is
+    at-least-once.
+    """
+
+    def __init__(
+        self,
+        url: str,
+        *,
+        timeout: float = DEFAULT_TIMEOUT,
+        retry: RetryPolicy | None = None,
+        max_connections: int = DEFAULT_MAX_CONNECTIONS,
+    ) -> None:
+        self.url = url.rstrip("/")
+        self._transport = Transport(self.url, timeout=timeout, retry=retry, max_connections=max_connections)
+        self._router = PartitionRouter()
+        self._partition_counts: dict[str, int] = {}
+        self._session: SequenceSession | None = None
+        self._session_lock = threading.Lock()
+        self._partition_locks: dict[TopicPartition, threading.Lock] = {}
+        self._locks_lock = threading.Lock()
+        self._closed = False
+
+    @property
+    def producer_id(self) -> int | None:
+        """The broker-assigned producer id in use (``None`` before the first send)."""
+        session = self._session
+        return session.identity.producer_id if session else None
+
+    def partitions_for(self, topic: str) -> int:
+        """Partition count of ``topic`` (cached: partitions are never added)."""
+        count = self._partition_counts.get(topic)
+        if count is None:
+            count = self._transport.call(_api.get_topic(topic)).partition_count
+            self._partition_counts[topic] = count
+        return count
+
+    def send(
+        self,
+        topic: str,
+        value: Any,
+        key: str | None = None,
+        headers: dict[str, str] | None = None,
+        partition: int | None = None,
+    ) -> tuple[int, int]:
+        """Write one message exactly once and return ``(partition, offset)``.
+
+        ``value`` is any JSON value or ``bytes``. Without ``partition`` the key's
+        murmur2 hash picks it (as the broker would), without a key round-robin.
+        """
+        return self.send_batch(topic, [Message(topic, value, key, headers)], partition=partition)[0]
+
+    def send_batch(self, topic: str, messages: list[Message], *, partition: int | None = None) -> list[tuple[int, int]]:
+        """Write several messages of one topic; one request per partition involved.
+
+        Each partition's share is atomic and exactly-once; the result lists
+        ``(partition, offset)`` in the order of ``messages``.
+        """
+        if self._closed:
+            raise IllegalStateError("producer is closed")
+        count = self.partitions_for(topic)
+        by_partition: dict[int, list[int]] = {}
+        for index, m in enumerate(messages):
+            p = self._router.choose(topic, m.key, partition if partition is not None else m.partition, count)
+            by_partition.setdefault(p, []).append(index)
+        results: list[tuple[int, int]] = [(-1, -1)] * len(messages)
+        for p, indexes in by_partition.items():
+            offsets = self._send_to_partition((topic, p), [messages[i] for i in indexes])
+            for i, offset in zip(indexes, offsets, strict=True):
+                results[i] = (p, offset)
+        return results
+
+    def _send_to_partition(self, tp: TopicPartition, messages: list[Message]) -> list[int]:
+        wire = [to_wire(m.value, m.key, m.headers) for m in messages]
+        with self._partition_lock(tp):
+            session = self._current_session()
+            base = session.base_sequence(tp)
+            call = _api.produce_to_partition(
+                tp[0], tp[1], wire, producer=session.identity, base_sequence=base
+            )
+            try:
+                result = self._transport.call(call)
+            except Exception as exc:
+                if outcome_unknown(exc):
+                    self._drop_session(session)
+                raise
+            session.acknowledge(tp, base, len(wire))
+            return result.offsets
+
+    def _partition_lock(self, tp: TopicPartition) -> threading.Lock:
+        with self._locks_lock:
+            return self._partition_locks.setdefault(tp, threading.Lock())
+
+    def _current_session(self) -> SequenceSession:
+        with self._session_lock:
+            if self._session is None:
+                self._session = SequenceSession(self._transport.call(_api.init_producer()))
+            return self._session
+
+    def _drop_session(self, session: SequenceSession) -> None:
+        with self._session_lock:
+            if self._session is session:
+                self._session = None
+
+    def close(self) -> None:
+        """Release connections; further sends raise :class:`~sdk.errors.IllegalStateError`."""
+        self._closed = True
+        self._transport.close()
+
+    def __enter__(self) -> Producer:
+        return self
+
+    def __exit__(
+        self, exc_type: type[BaseException] | None, exc: BaseException | None, tb: TracebackType | None
+    ) -> None:
+        self.close()

@@ -1,0 +1,243 @@
+"""Kafka-style :class:`TransactionalProducer` (Mode 2): atomic writes across partitions.
+
+The producer owns a ``transactional_id``; ``init_transactions()`` obtains its
+producer id and a new epoch (fencing any older instance with the same id and
+finishing that instance's open transaction). Then, per transaction::
+
+    producer.begin_transaction()
+    producer.send("payments", {"id": 1}, key="acct-7")
+    producer.send_offsets_to_transaction({("orders", 0): 42}, "payment-service")
+    producer.commit_transaction()        # or abort_transaction()
+
+or ``with producer.transaction(): ...`` (commit on success, abort on exception).
+
+The broker-side transaction is created lazily at the first ``send`` or
+``send_offsets_to_transaction`` (as Kafka's client does); an empty transaction
+costs no request. Writes carry sequence numbers, so retried requests never
+duplicate; all state rules live in :mod:`sdk._txn_state`.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import logging
+import threading
+from collections.abc import Iterator, Mapping
+from types import TracebackType
+from typing import Any
+
+from sdk import _api
+from sdk._api import TopicPartition
+from sdk._http import DEFAULT_MAX_CONNECTIONS, DEFAULT_TIMEOUT, RetryPolicy, Transport
+from sdk._routing import PartitionRouter
+from sdk._txn_state import TransactionManager, TransactionState
+from sdk.errors import ConcurrentTransactionsError
+from sdk.message import to_wire
+
+logger = logging.getLogger("halfmq.sdk")
+
+DEFAULT_TRANSACTION_TIMEOUT_MS = 60_000
+"""How long the broker lets a transaction stay open before aborting it (and fencing us)."""
+
+
+class TransactionalProducer:
+    """Transactional producer for ``transactional_id``; see the module docstring.
+
+    Thread-safe: calls are serialised. Raises :class:`~sdk.errors.ProducerFencedError`
+    once another instance with the same transactional id has called
+    ``init_transactions()`` (and on every call after that), and
+    :class:`~sdk.errors.IllegalStateError` for calls that make no sense in the
+    current state (``send`` outside a transaction, committing twice, ...).
+    """
+
+    def __init__(
+        self,
+        url: str,
+        transactional_id: str,
+        *,
+        transaction_timeout_ms: int = DEFAULT_TRANSACTION_TIMEOUT_MS,
+        timeout: float = DEFAULT_TIMEOUT,
+        retry: RetryPolicy | None = None,
+        max_connections: int = DEFAULT_MAX_CONNECTIONS,
+    ) -> None:
+        self.url = url.rstrip("/")
+        self.transactional_id = transactional_id
+        self.transaction_timeout_ms = transaction_timeout_ms
+        self._transport = Transport(self.url, timeout=timeout, retry=retry, max_connections=max_connections)
+        self._manager = TransactionManager(transactional_id)
+        self._router = PartitionRouter()
+        self._partition_counts: dict[str, int] = {}
+        self._lock = threading.RLock()
+
+    @property
+    def state(self) -> TransactionState:
+        """The client-side transaction state (for diagnostics and tests)."""
+        return self._manager.state
+
+    @property
+    def producer_id(self) -> int | None:
+        """Producer id obtained by ``init_transactions()`` (``None`` before)."""
+        session = self._manager.session
+        return session.identity.producer_id if session else None
+
+    @property
+    def producer_epoch(self) -> int | None:
+        """Current epoch (``None`` before ``init_transactions()``)."""
+        session = self._manager.session
+        return session.identity.producer_epoch if session else None
+
+    @property
+    def transaction_id(self) -> str | None:
+        """The broker's id of the open transaction, once something was written to it."""
+        return self._manager.txn_id
+
+    def init_transactions(self) -> None:
+        """Register the transactional id: new epoch, older instances fenced. Call once."""
+        with self._lock:
+            if self._manager.state is not TransactionState.UNINITIALIZED:
+                self._manager.transition_to(TransactionState.READY)  # raises the explanatory error
+            identity = self._transport.call(_api.init_producer(self.transactional_id, self.transaction_timeout_ms))
+            self._manager.initialized(identity)
+
+    def begin_transaction(self) -> None:
+        """Start a transaction (locally; the broker hears of it at the first write)."""
+        with self._lock:
+            self._manager.begin()
+
+    def send(
+        self,
+        topic: str,
+        value: Any,
+        key: str | None = None,
+        headers: dict[str, str] | None = None,
+        partition: int | None = None,
+    ) -> tuple[int, int]:
+        """Write one message into the open transaction; ``(partition, offset)``.
+
+        The partition is chosen on the client exactly as the broker would choose it
+        (murmur2 of the key; round-robin without one). Readers with
+        ``read_committed`` see the message only once the transaction commits.
+        """
+        with self._lock:
+            manager = self._manager
+            manager.require_in_transaction("send")
+            try:
+                count = self._partitions_for(topic)
+                p = self._router.choose(topic, key, partition, count)
+                tp: TopicPartition = (topic, p)
+                txn_id = self._ensure_broker_transaction()
+                base = manager.base_sequence(tp)
+                result = self._transport.call(
+                    _api.produce_to_partition(
+                        topic, p, [to_wire(value, key, headers)],
+                        producer=manager.identity, base_sequence=base, txn_id=txn_id,
+                    )
+                )
+            except Exception as exc:
+                raise manager.failed(exc)
+            manager.acknowledge(tp, base, 1)
+            return p, result.offsets[0]
+
+    def send_offsets_to_transaction(self, offsets: Mapping[TopicPartition, int], group: str) -> None:
+        """Commit ``group``'s offsets ``{(topic, partition): next offset}`` with this transaction.
+
+        The consume-transform-produce step: the input is marked consumed exactly
+        when the output becomes visible.
+        """
+        with self._lock:
+            self._manager.require_in_transaction("send_offsets_to_transaction")
+            try:
+                txn_id = self._ensure_broker_transaction()
+                self._transport.call(_api.add_offsets_to_transaction(txn_id, group, offsets))
+            except Exception as exc:
+                raise self._manager.failed(exc)
+
+    def commit_transaction(self) -> None:
+        """Commit the open transaction. If it raises with an unknown outcome
+        (:class:`~sdk.errors.BrokerUnavailableError`), call it again."""
+        with self._lock:
+            txn_id = self._manager.txn_id
+            if self._manager.begin_commit() and txn_id is not None:
+                try:
+                    self._transport.call(_api.end_transaction(txn_id, "commit"))
+                except Exception as exc:
+                    raise self._manager.failed(exc)
+            self._manager.completed()
+
+    def abort_transaction(self) -> None:
+        """Abort the open (or failed) transaction; nothing it wrote becomes visible."""
+        with self._lock:
+            manager = self._manager
+            txn_id = manager.txn_id
+            needs_request = manager.begin_abort()
+            try:
+                if manager.needs_epoch_bump:
+                    # A write's fate is unknown, so its sequence number may be taken:
+                    # a new epoch aborts the transaction broker-side *and* restarts
+                    # the numbering, which plain abort could not do.
+                    identity = self._transport.call(
+                        _api.init_producer(self.transactional_id, self.transaction_timeout_ms)
+                    )
+                    manager.initialized(identity)
+                    return
+                if needs_request and txn_id is not None:
+                    self._transport.call(_api.end_transaction(txn_id, "abort"))
+            except Exception as exc:
+                raise manager.failed(exc)
+            manager.completed()
+
+    @contextlib.contextmanager
+    def transaction(self) -> Iterator[TransactionalProducer]:
+        """``with producer.transaction():`` begin; commit on success, abort on exception."""
+        self.begin_transaction()
+        try:
+            yield self
+        except BaseException:
+            self._abort_quietly()
+            raise
+        self.commit_transaction()
+
+    def _abort_quietly(self) -> None:
+        # The caller's exception is the interesting one; an abort failure (or a
+        # fenced producer, which cannot abort) must not replace it.
+        if self._manager.state in (TransactionState.IN_TRANSACTION, TransactionState.ABORTABLE_ERROR):
+            try:
+                self.abort_transaction()
+            except Exception:
+                logger.warning("abort after a failed transaction block failed", exc_info=True)
+
+    def _ensure_broker_transaction(self) -> str:
+        manager = self._manager
+        if manager.txn_id is None:
+            try:
+                info = self._transport.call(_api.begin_transaction(manager.identity, self.transaction_timeout_ms))
+            except ConcurrentTransactionsError:
+                # An earlier begin whose answer we lost is open on the broker; only
+                # a new epoch can end it.
+                manager.needs_epoch_bump = True
+                raise
+            manager.txn_id = info.txn_id
+        return manager.txn_id
+
+    def _partitions_for(self, topic: str) -> int:
+        count = self._partition_counts.get(topic)
+        if count is None:
+            count = self._transport.call(_api.get_topic(topic)).partition_count
+            self._partition_counts[topic] = count
+        return count
+
+    def close(self) -> None:
+        """Abort an open transaction (best effort) and release connections."""
+        with self._lock:
+            self._abort_quietly()
+            if self._manager.state is not TransactionState.CLOSED:
+                self._manager.close()
+            self._transport.close()
+
+    def __enter__(self) -> TransactionalProducer:
+        return self
+
+    def __exit__(
+        self, exc_type: type[BaseException] | None, exc: BaseException | None, tb: TracebackType | None
+    ) -> None:
+        self.close()
