@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import os
 from typing import Annotated, Any
 
 import typer
@@ -26,6 +27,7 @@ def serve(
     port: Annotated[int | None, typer.Option(help="Listen port [env HALFMQ_PORT]")] = None,
     database_url: Annotated[str | None, typer.Option(help="SQLAlchemy URL [env HALFMQ_DATABASE_URL]")] = None,
     log_level: Annotated[str | None, typer.Option(help="uvicorn log level [env HALFMQ_LOG_LEVEL]")] = None,
+    workers: Annotated[int, typer.Option(min=1, help="Worker processes sharing the port (use with PostgreSQL)")] = 1,
 ) -> None:
     """Run the broker (applies pending migrations first)."""
     import uvicorn
@@ -33,16 +35,26 @@ def serve(
     from app.main import create_app
 
     settings = settings_with(host=host, port=port, database_url=database_url, log_level=log_level)
-    uvicorn.run(
-        create_app(settings),
-        host=settings.host,
-        port=settings.port,
-        log_level=settings.log_level,
-        loop="auto",
-        http="auto",
-        access_log=False,
-        timeout_graceful_shutdown=10,
-    )
+    options: dict[str, Any] = {
+        "host": settings.host,
+        "port": settings.port,
+        "log_level": settings.log_level,
+        "loop": "auto",
+        "http": "auto",
+        "access_log": False,
+        "timeout_graceful_shutdown": 10,
+    }
+    if workers == 1:
+        uvicorn.run(create_app(settings), **options)
+        return
+    # Worker processes build their own app from the environment, so hand the flags over that way.
+    for name, value in (("HOST", host), ("PORT", port), ("DATABASE_URL", database_url), ("LOG_LEVEL", log_level)):
+        if value is not None:
+            os.environ[f"HALFMQ_{name}"] = str(value)
+    if settings.migrate_on_start:
+        migrate(settings.database_url)  # once, here, rather than racing in every worker
+        os.environ["HALFMQ_MIGRATE_ON_START"] = "false"
+    uvicorn.run("app.main:create_app", factory=True, workers=workers, **options)
 
 
 @db_cli.command("upgrade")
@@ -51,16 +63,19 @@ def db_upgrade(
     revision: Annotated[str, typer.Argument(help="Target revision")] = "head",
 ) -> None:
     """Apply the Alembic migrations to the database."""
+    migrate(settings_with(database_url=database_url).database_url, revision)
+    console.print(f"[green]database at {revision}[/green]")
+
+
+def migrate(database_url: str, revision: str = "head") -> None:
     from app.storage.database import open_database
     from app.storage.migrate import upgrade
 
-    settings = settings_with(database_url=database_url)
-    database = open_database(settings.database_url)
+    database = open_database(database_url)
     try:
         upgrade(database.writer, revision)
     finally:
         database.dispose()
-    console.print(f"[green]database at {revision}[/green]")
 
 
 def main() -> None:

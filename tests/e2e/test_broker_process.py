@@ -42,7 +42,7 @@ def read_all(url: str, topic: str, partition: int = 0) -> list[dict[str, Any]]:
         offset = body["next_offset"]
 
 
-def test_the_console_script_serves_and_migrates(tmp_path: Path) -> None:
+def test_the_console_script_migrates_and_serves_with_two_workers(tmp_path: Path) -> None:
     script = shutil.which("halfmq", path=str(Path(sys.executable).parent))
     assert script, "the halfmq console script is not installed"
     database_url = f"sqlite:///{tmp_path / 'cli.db'}"
@@ -50,7 +50,7 @@ def test_the_console_script_serves_and_migrates(tmp_path: Path) -> None:
     assert upgraded.returncode == 0, upgraded.stderr
     port = free_port()
     process = subprocess.Popen(
-        [script, "serve", "--database-url", database_url, "--port", str(port), "--log-level", "warning"],
+        [script, "serve", "--database-url", database_url, "--port", str(port), "--log-level", "warning", "--workers", "2"],
         stdout=subprocess.DEVNULL,
         stderr=subprocess.DEVNULL,
     )
