@@ -13,7 +13,7 @@ from __future__ import annotations
 
 import secrets
 from collections.abc import Sequence
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 
 from sqlalchemy import Connection
 
@@ -151,20 +151,27 @@ class Coordinator:
         """Commit or abort; repeating the same request answers the same, the other one is 409."""
         target = prepare_state(commit)
 
-        def prepare(conn: Connection) -> TxnState:
+        def prepare(conn: Connection) -> tuple[TransactionRow, TxnState]:
             txn = self._get(conn, txn_id)
             if answers_end_request(txn.state, commit):
-                return txn.state
+                return txn, txn.state
+            if txn.state is TxnState.OPEN and txn.expires_at <= now_ms() and self._start_timeout_abort(conn, txn):
+                # Too late: the timeout wins, whether its job got here first or this request did.
+                return replace(txn, timed_out=True), TxnState.PREPARE_ABORT
             self._refuse_fenced(conn, txn)
             if txn.state is not TxnState.OPEN:
                 raise AlreadyResolved(f"transaction {txn_id} is {txn.state.value}")
             if not txn_store.transition(conn, txn_id, TxnState.OPEN, target):
                 raise AlreadyResolved(f"transaction {txn_id} was ended concurrently")
-            return target
+            return txn, target
 
-        state = await self.store.write(prepare)
+        txn, state = await self.store.write(prepare)
         if state.is_preparing:
-            state = await self._finish(txn_id, state, timed_out=False)
+            state = await self._finish(txn_id, state, timed_out=txn.timed_out)
+        if commit and state is TxnState.TIMED_OUT:
+            if txn.producer_id is not None:
+                raise ProducerFenced(f"transaction {txn_id} passed its timeout; its producer epoch is fenced")
+            raise AlreadyResolved(f"transaction {txn_id} passed its timeout and was aborted")
         return state
 
     async def describe(self, txn_id: str) -> TransactionView:
@@ -185,13 +192,7 @@ class Coordinator:
         expired = await self.store.read(lambda conn: txn_store.expired_open(conn, now_ms(), limit))
         for txn in expired:
 
-            def prepare(conn: Connection, txn: TransactionRow = txn) -> bool:
-                moved = txn_store.transition(conn, txn.txn_id, TxnState.OPEN, TxnState.PREPARE_ABORT, timed_out=True)
-                if moved and txn.producer_id is not None and txn.producer_epoch is not None:
-                    producer_store.fence(conn, txn.producer_id, txn.producer_epoch)
-                return moved
-
-            if await self.store.write(prepare):
+            if await self.store.write(lambda conn, txn=txn: self._start_timeout_abort(conn, txn)):
                 await self._finish(txn.txn_id, TxnState.PREPARE_ABORT, timed_out=True)
         return len(expired)
 
@@ -235,6 +236,14 @@ class Coordinator:
             for group, offsets in staged.items():
                 group_store.commit_offsets(conn, group, offsets)
         return touched
+
+    @staticmethod
+    def _start_timeout_abort(conn: Connection, txn: TransactionRow) -> bool:
+        """OPEN → PREPARE_ABORT for the timeout, fencing a bound producer; False if the state moved already."""
+        moved = txn_store.transition(conn, txn.txn_id, TxnState.OPEN, TxnState.PREPARE_ABORT, timed_out=True)
+        if moved and txn.producer_id is not None and txn.producer_epoch is not None:
+            producer_store.fence(conn, txn.producer_id, txn.producer_epoch)
+        return moved
 
     def _get(self, conn: Connection, txn_id: str) -> TransactionRow:
         txn = txn_store.get(conn, txn_id)

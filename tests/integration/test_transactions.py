@@ -166,6 +166,20 @@ def test_a_transaction_past_its_timeout_is_aborted_and_its_producer_fenced(topic
     assert read_all(topics, "a", 0) == [] and lso(topics, "a", 0) == (2, 2)
 
 
+def test_a_commit_after_the_timeout_loses_even_before_the_timeout_job_runs(topics: TestClient) -> None:
+    producer = topics.post("/v1/producers", json={"transactional_id": "late"}).json()
+    bound, free = begin(topics, timeout_ms=150, **producer), begin(topics, timeout_ms=150)
+    send(topics, "a", 0, bound, "bound")
+    send(topics, "a", 1, free, "free")
+    time.sleep(0.25)
+    late_bound = topics.post(f"/v1/transactions/{bound}/commit")
+    late_free = topics.post(f"/v1/transactions/{free}/commit")
+    assert (late_bound.status_code, error_code(late_bound)) == (409, "PRODUCER_FENCED")
+    assert (late_free.status_code, error_code(late_free)) == (409, "ALREADY_RESOLVED")
+    assert [topics.get(f"/v1/transactions/{t}").json()["state"] for t in (bound, free)] == ["TIMED_OUT", "TIMED_OUT"]
+    assert read_all(topics, "a", 0) == [] and read_all(topics, "a", 1) == []
+
+
 def test_transaction_timeouts_are_bounded(topics: TestClient) -> None:
     too_long = topics.post("/v1/transactions", json={"timeout_ms": 900_001})
     assert (too_long.status_code, error_code(too_long)) == (400, "INVALID_TRANSACTION_TIMEOUT")
