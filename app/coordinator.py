@@ -11,6 +11,7 @@ producer's commit racing the timeout job has exactly one winner.
 
 from __future__ import annotations
 
+import logging
 import secrets
 from collections.abc import Sequence
 from dataclasses import dataclass, replace
@@ -35,6 +36,8 @@ from app.storage import group_store, log_store, producer_store, txn_store
 from app.storage.schema import CONTROL_ABORT, CONTROL_COMMIT
 from app.storage.txn_store import TransactionRow
 from app.txn_state import TxnState, answers_end_request, final_state, prepare_state
+
+log = logging.getLogger(__name__)
 
 
 @dataclass(frozen=True, slots=True)
@@ -127,7 +130,7 @@ class Coordinator:
                 txn_store.add_partition(conn, txn_id, topic.topic_id, partition, result.base_offset)
             return result
 
-        result = await self.store.write(unit)
+        result = await self.store.write(unit, locks=[(topic.topic_id, partition)])
         if not result.duplicate:
             self.notifier.notify([(topic.topic_id, partition)])  # read_uncommitted readers
         return result
@@ -165,9 +168,14 @@ class Coordinator:
                 raise AlreadyResolved(f"transaction {txn_id} was ended concurrently")
             return txn, target
 
-        txn, state = await self.store.write(prepare)
-        if state.is_preparing:
-            state = await self._finish(txn_id, state, timed_out=txn.timed_out)
+        def unit(conn: Connection) -> tuple[TransactionRow, TxnState, set[PartitionKey]]:
+            txn, state = prepare(conn)
+            if not state.is_preparing:
+                return txn, state, set()
+            return (txn, *self._complete_now(conn, txn_id, state, timed_out=txn.timed_out))
+
+        txn, state, touched = await self.store.write(unit, locks=await self._locks_of(txn_id))
+        self.notifier.notify(touched)  # read_committed readers held at the LSO may go on
         if commit and state is TxnState.TIMED_OUT:
             if txn.producer_id is not None:
                 raise ProducerFenced(f"transaction {txn_id} passed its timeout; its producer epoch is fenced")
@@ -192,31 +200,56 @@ class Coordinator:
         expired = await self.store.read(lambda conn: txn_store.expired_open(conn, now_ms(), limit))
         for txn in expired:
 
-            if await self.store.write(lambda conn, txn=txn: self._start_timeout_abort(conn, txn)):
-                await self._finish(txn.txn_id, TxnState.PREPARE_ABORT, timed_out=True)
+            def unit(conn: Connection, txn: TransactionRow = txn) -> tuple[TxnState, set[PartitionKey]]:
+                if not self._start_timeout_abort(conn, txn):
+                    return txn.state, set()
+                return self._complete_now(conn, txn.txn_id, TxnState.PREPARE_ABORT, timed_out=True)
+
+            _, touched = await self.store.write(unit, locks=await self._locks_of(txn.txn_id))
+            self.notifier.notify(touched)
         return len(expired)
 
     async def complete_prepared(self, limit: int = 100) -> int:
         """Finish transactions a crash left in PREPARE_COMMIT / PREPARE_ABORT."""
         pending = await self.store.read(lambda conn: txn_store.preparing(conn, limit))
         for txn in pending:
-            await self._finish(txn.txn_id, txn.state, timed_out=txn.timed_out)
+
+            def unit(conn: Connection, txn: TransactionRow = txn) -> tuple[TxnState, set[PartitionKey]]:
+                return self._complete_now(conn, txn.txn_id, txn.state, timed_out=txn.timed_out)
+
+            _, touched = await self.store.write(unit, locks=await self._locks_of(txn.txn_id))
+            self.notifier.notify(touched)
         return len(pending)
 
     # -- internals ------------------------------------------------------------------------------------
 
-    async def _finish(self, txn_id: str, prepared: TxnState, *, timed_out: bool) -> TxnState:
-        touched = await self.store.write(lambda conn: self._complete(conn, txn_id, prepared, timed_out=timed_out))
-        self.notifier.notify(touched)
-        final = final_state(prepared, timed_out=timed_out)
-        TRANSACTIONS.labels(final.value).inc()
-        return final
+    def _complete_now(
+        self, conn: Connection, txn_id: str, prepared: TxnState, *, timed_out: bool
+    ) -> tuple[TxnState, set[PartitionKey]]:
+        """Phase two in the same database transaction as phase one, when it can be done at once.
+
+        Phase two runs in a savepoint: if it fails, phase one (the PREPARE_* state) is
+        still committed, and recovery completes the transaction later.
+        """
+        try:
+            with conn.begin_nested():
+                touched = self._complete(conn, txn_id, prepared, timed_out=timed_out)
+        except Exception:  # noqa: BLE001 - left prepared on purpose; complete_prepared retries it
+            log.exception("could not complete transaction %s now; it stays %s", txn_id, prepared.value)
+            return prepared, set()
+        return self._get(conn, txn_id).state, touched
+
+    async def _locks_of(self, txn_id: str) -> list[PartitionKey]:
+        """The partitions a transaction wrote to: the rows its end will lock."""
+        parts = await self.store.read(lambda conn: txn_store.partitions_of(conn, txn_id))
+        return [(p.topic_id, p.partition) for p in parts]
 
     def _complete(self, conn: Connection, txn_id: str, prepared: TxnState, *, timed_out: bool) -> set[PartitionKey]:
         """Phase two: markers on every partition, offsets on commit, final state. Idempotent."""
         final = final_state(prepared, timed_out=timed_out)
         if not txn_store.transition(conn, txn_id, prepared, final):
             return set()  # someone else completed it
+        TRANSACTIONS.labels(final.value).inc()
         commit = prepared is TxnState.PREPARE_COMMIT
         txn = self._get(conn, txn_id)
         touched: set[PartitionKey] = set()

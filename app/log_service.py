@@ -25,6 +25,7 @@ from app.errors import InvalidRequest, OffsetOutOfRange, PartitionNotFound, Rese
 from app.notifier import PartitionNotifier
 from app.partitioner import partition_for_key
 from app.storage import group_store, log_store, producer_store
+from app.storage.log_store import AppendRequest
 from app.storage.store import Store
 
 
@@ -82,15 +83,8 @@ class LogService:
         by_partition: dict[int, list[int]] = defaultdict(list)
         for index, partition in enumerate(partitions):
             by_partition[partition].append(index)
-
-        def unit(conn: Connection) -> dict[int, int]:
-            # Lock partitions in a fixed order so concurrent multi-partition batches cannot deadlock.
-            return {
-                p: log_store.append(conn, topic, p, [routed[i].record for i in by_partition[p]])
-                for p in sorted(by_partition)
-            }
-
-        bases = await self.store.write(unit)
+        records = {p: [routed[i].record for i in indexes] for p, indexes in by_partition.items()}
+        bases = await self.store.append(AppendRequest(topic, records))
         self.notifier.notify((topic.topic_id, p) for p in by_partition)
         offsets: list[tuple[int, int]] = [(0, 0)] * len(routed)
         for partition, indexes in by_partition.items():
@@ -108,7 +102,7 @@ class LogService:
         def unit(conn: Connection) -> AppendResult:
             return append_stamped(conn, topic, partition, records, stamp)
 
-        result = await self.store.write(unit)
+        result = await self.store.write(unit, locks=[(topic.topic_id, partition)])
         if not result.duplicate:
             self.notifier.notify([(topic.topic_id, partition)])
         return result

@@ -54,6 +54,13 @@ class CheckCandidate:
     message: StoredMessage
 
 
+def answer_repeat(half: HalfMessage, requested: HalfState) -> HalfMessage:
+    """A request to resolve a resolved half message: the same answer again, or 409."""
+    if repeats(half.state, requested):
+        return half
+    raise AlreadyResolved(f"half message {half.message_id} is already {half.state.value}")
+
+
 class HalfMessageService:
     def __init__(self, log: LogService, transaction_timeout_seconds: float) -> None:
         self.log = log
@@ -112,10 +119,11 @@ class HalfMessageService:
                 raise ResolutionConflict(txn_id)  # raced with an identical prepare: undo ours
             return Prepared(half, created=True)
 
+        locks = [((await self.store.topic(HALF_TOPIC)).topic_id, 0)]
         try:
-            prepared = await self.store.write(unit)
+            prepared = await self.store.write(unit, locks=locks)
         except ResolutionConflict:
-            prepared = await self.store.write(unit)  # now finds the winner's half message
+            prepared = await self.store.write(unit, locks=locks)  # now finds the winner's half message
         if prepared.created:
             HALF_MESSAGES.labels("prepared").inc()
         return prepared
@@ -182,33 +190,46 @@ class HalfMessageService:
     # -- internals --------------------------------------------------------------------------------
 
     async def _resolve(self, message_id: str, target: HalfState, resolved_by: str) -> HalfMessage:
-        def unit(conn: Connection) -> tuple[HalfMessage, Topic | None]:
+        # Read first: an unknown id or a repeated request is answered without a write, and the
+        # partitions the resolution appends to are known, so the write can declare its locks.
+        known = await self.get(message_id)
+        if known.resolution is not None:
+            return answer_repeat(known, target)
+        destination = await self._destination_topic(known, target)
+        op_topic = await self.store.topic(OP_HALF_TOPIC)
+        locks = [(op_topic.topic_id, 0)]
+        if destination is not None:
+            locks.append((destination.topic_id, known.partition if target is HalfState.COMMITTED else 0))
+
+        def unit(conn: Connection) -> tuple[HalfMessage, bool]:
             half = store.get(conn, message_id)
-            if half is None:
-                raise HalfMessageNotFound(f"half message {message_id!r} does not exist")
+            assert half is not None  # half messages are removed only long after their resolution
             if half.resolution is not None:
-                if repeats(half.state, target):
-                    return half, None
-                raise AlreadyResolved(f"half message {message_id} is already {half.state.value}")
-            destination = self._move(conn, half, target)
+                return half, False
+            written = self._move(conn, half, target)
             op_offset = self._append_op_record(conn, half, target)
-            store.insert_resolution(conn, message_id, target, destination, op_offset, resolved_by)
-            written = self.store.topic_by_id_sync(conn, destination[0]) if destination else None
-            resolved = store.get(conn, message_id)
-            assert resolved is not None
-            return resolved, written
+            resolution = store.insert_resolution(conn, half, target, written, op_offset, resolved_by)
+            return replace(half, next_check_at=None, resolution=resolution), True
 
         try:
-            half, written_to = await self.store.write(unit)
+            half, resolved_here = await self.store.write(unit, locks=locks)
         except ResolutionConflict:
-            half, written_to = await self.store.write(unit)  # answered from the winner's resolution
-        if written_to is not None:
-            HALF_MESSAGES.labels(target.value.lower()).inc()
-            if half.resolution is not None and half.resolution.partition is not None:
-                self.log.notifier.notify([(written_to.topic_id, half.resolution.partition)])
+            half, resolved_here = await self.get(message_id), False  # another resolver won the race
+        if not resolved_here:
+            return answer_repeat(half, target)
+        HALF_MESSAGES.labels(target.value.lower()).inc()
+        if destination is not None and half.resolution is not None and half.resolution.partition is not None:
+            self.log.notifier.notify([(destination.topic_id, half.resolution.partition)])
         return half
 
-    def _move(self, conn: Connection, half: HalfMessage, target: HalfState) -> tuple[int, int, int] | None:
+    async def _destination_topic(self, half: HalfMessage, target: HalfState) -> Topic | None:
+        if target is HalfState.COMMITTED:
+            return await self.store.topic(half.topic)
+        if target is HalfState.DISCARDED:
+            return await self.store.topic(CHECK_MAX_TOPIC)
+        return None
+
+    def _move(self, conn: Connection, half: HalfMessage, target: HalfState) -> tuple[Topic, int, int] | None:
         """Append the half message's body to where ``target`` sends it; None for a rollback."""
         if target is HalfState.ROLLED_BACK:
             return None
@@ -223,7 +244,7 @@ class HalfMessageService:
             destination, partition, kept_properties = self.store.topic_sync(conn, CHECK_MAX_TOPIC), 0, properties
         record = Record(body.key, body.value, body.value_kind, body.headers, now_ms(), kept_properties)
         offset = log_store.append(conn, destination, partition, [record])
-        return destination.topic_id, partition, offset
+        return destination, partition, offset
 
     def _append_op_record(self, conn: Connection, half: HalfMessage, target: HalfState) -> int:
         """The op record (RocketMQ tag ``d``): which half offset was resolved, and how."""

@@ -7,7 +7,7 @@ from collections.abc import Sequence
 from sqlalchemy import Connection, and_, delete, func, insert, select, update
 from sqlalchemy.exc import IntegrityError
 
-from app.domain import now_ms
+from app.domain import Topic, now_ms
 from app.storage.schema import half_messages, half_resolutions, producer_listeners, topics
 from app.storage.upsert import upsert
 from half_store.records import HalfMessage, Listener, Resolution
@@ -137,31 +137,33 @@ def claim_check(conn: Connection, message_id: str, seen_check_times: int, next_c
 
 def insert_resolution(
     conn: Connection,
-    message_id: str,
+    half: HalfMessage,
     state: HalfState,
-    destination: tuple[int, int, int] | None,
+    destination: tuple[Topic, int, int] | None,
     op_offset: int,
     resolved_by: str,
-) -> None:
+) -> Resolution:
     """Record the one resolution of a half message; ResolutionConflict if it already has one."""
-    topic_id, partition, offset = destination or (None, None, None)
+    topic, partition, offset = destination or (None, None, None)
+    resolved_at = now_ms()
     try:
         with conn.begin_nested():
             conn.execute(
                 insert(half_resolutions).values(
-                    message_id=message_id,
+                    message_id=half.message_id,
                     outcome=state.value,
-                    topic_id=topic_id,
+                    topic_id=None if topic is None else topic.topic_id,
                     partition=partition,
                     offset=offset,
                     op_offset=op_offset,
                     resolved_by=resolved_by,
-                    resolved_at=now_ms(),
+                    resolved_at=resolved_at,
                 )
             )
     except IntegrityError as error:
-        raise ResolutionConflict(message_id) from error
-    conn.execute(update(half_messages).where(half_messages.c.message_id == message_id).values(next_check_at=None))
+        raise ResolutionConflict(half.message_id) from error
+    conn.execute(update(half_messages).where(half_messages.c.message_id == half.message_id).values(next_check_at=None))
+    return Resolution(state, None if topic is None else topic.name, partition, offset, resolved_by, resolved_at)
 
 
 # -- retention -----------------------------------------------------------------------------

@@ -4,9 +4,9 @@ SQLite: WAL (readers never block the writer), a busy timeout, ``BEGIN IMMEDIATE`
 for write transactions (a deferred transaction that later needs the write lock can
 fail with SQLITE_BUSY without waiting), and ``synchronous=FULL`` by default so an
 acknowledged write survives power loss, not just a process crash (see
-docs/durability.md). PostgreSQL: psycopg 3, a small pool, ``READ COMMITTED``;
-offsets are allocated under the partition's row lock so several broker processes
-can share one database.
+docs/durability.md). PostgreSQL: psycopg 3, ``READ COMMITTED`` for writes and
+autocommit for reads; offsets are allocated under the partition's row lock so
+several broker processes can share one database.
 """
 
 from __future__ import annotations
@@ -41,25 +41,40 @@ class Database:
             self.reader.dispose()
 
 
-def open_database(url: str, *, sqlite_synchronous: str = "FULL", pool_size: int = 8) -> Database:
+# Reads run on AnyIO's worker threads (40 by default): keep a connection for each, so
+# none is closed and reopened (with its PRAGMAs and a cold page cache) under load.
+READER_POOL_SIZE = 20
+READER_POOL_OVERFLOW = 20
+
+
+def open_database(url: str, *, sqlite_synchronous: str = "FULL") -> Database:
     """Open engines for ``url``; raises ``ArgumentError`` for a malformed URL."""
     parsed = make_url(url)
     if parsed.get_backend_name() == "sqlite":
-        writer = _sqlite_engine(url, begin="BEGIN IMMEDIATE", synchronous=sqlite_synchronous)
-        reader = _sqlite_engine(url, begin="BEGIN", synchronous=sqlite_synchronous)
+        writer = _sqlite_engine(url, begin="BEGIN IMMEDIATE", synchronous=sqlite_synchronous, pool_size=2)
+        reader = _sqlite_engine(url, begin="BEGIN", synchronous=sqlite_synchronous, pool_size=READER_POOL_SIZE)
         return Database(writer=writer, reader=reader)
+    # One writer thread per process (see writer.py) plus start-up work needs few connections.
+    writer = create_engine(url, pool_size=2, max_overflow=2, pool_pre_ping=True, isolation_level="READ COMMITTED")
+    # Reads are single statements or tolerate READ COMMITTED between statements; autocommit
+    # spares a ROLLBACK round trip every time a connection goes back to the pool.
+    reader = create_engine(
+        url,
+        pool_size=READER_POOL_SIZE,
+        max_overflow=READER_POOL_OVERFLOW,
+        pool_pre_ping=True,
+        isolation_level="AUTOCOMMIT",
+    )
+    return Database(writer=writer, reader=reader)
+
+
+def _sqlite_engine(url: str, *, begin: str, synchronous: str, pool_size: int) -> Engine:
     engine = create_engine(
         url,
+        connect_args={"check_same_thread": False, "timeout": SQLITE_BUSY_TIMEOUT_MS / 1000},
         pool_size=pool_size,
-        max_overflow=pool_size,
-        pool_pre_ping=True,
-        isolation_level="READ COMMITTED",
+        max_overflow=READER_POOL_OVERFLOW,
     )
-    return Database(writer=engine, reader=engine)
-
-
-def _sqlite_engine(url: str, *, begin: str, synchronous: str) -> Engine:
-    engine = create_engine(url, connect_args={"check_same_thread": False, "timeout": SQLITE_BUSY_TIMEOUT_MS / 1000})
 
     @event.listens_for(engine, "connect")
     def _on_connect(dbapi_connection: Any, _record: Any) -> None:

@@ -2,7 +2,7 @@
 
 from __future__ import annotations
 
-from collections.abc import Callable
+from collections.abc import Callable, Sequence
 from typing import TypeVar
 
 import anyio
@@ -14,16 +14,20 @@ from app.domain import Topic
 from app.errors import StorageUnavailable, TopicExists, TopicNotFound
 from app.storage import log_store
 from app.storage.database import Database
-from app.storage.writer import GroupCommitWriter, unstorable
+from app.storage.log_store import AppendRequest
+from app.storage.writer import GroupCommitWriter, LockKey, MergeKind, unstorable
 
 T = TypeVar("T")
 
+APPEND: MergeKind[AppendRequest, dict[int, int]] = MergeKind("append", log_store.append_many)
+
 
 class Store:
-    def __init__(self, database: Database, *, writer_threads: int | None = None) -> None:
+    def __init__(self, database: Database) -> None:
         self.database = database
-        threads = writer_threads or (1 if database.is_sqlite else 4)
-        self.writer = GroupCommitWriter(database.writer, threads=threads)
+        # SQLite locks the whole database per write transaction; row locks need ordering only on PostgreSQL.
+        prelock = None if database.is_sqlite else log_store.lock_partitions
+        self.writer = GroupCommitWriter(database.writer, prelock=prelock)
         # Topics are never deleted or repartitioned, so a name once found stays valid.
         self._topics: dict[str, Topic] = {}
         self._topics_by_id: dict[int, Topic] = {}
@@ -35,8 +39,14 @@ class Store:
         self.writer.close()
         self.database.dispose()
 
-    async def write(self, unit: Callable[[Connection], T]) -> T:
-        return await self.writer.submit(unit)
+    async def write(self, unit: Callable[[Connection], T], *, locks: Sequence[LockKey] = ()) -> T:
+        """Run a write unit in the next group commit; ``locks`` are the partitions it appends to."""
+        return await self.writer.submit(unit, locks=locks)
+
+    async def append(self, request: AppendRequest) -> dict[int, int]:
+        """Plain appends, merged with the others of the same group commit; first offset per partition."""
+        locks = [(request.topic.topic_id, p) for p in request.records]
+        return await self.writer.submit_merged(APPEND, request, locks=locks)
 
     async def read(self, query: Callable[[Connection], T]) -> T:
         return await anyio.to_thread.run_sync(self.read_sync, query)

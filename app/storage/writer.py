@@ -2,15 +2,28 @@
 
 RocketMQ's GroupCommitService idea on SQL. Every write in the broker is a *unit*:
 a function that takes a connection inside an open transaction and returns a
-result. Requests hand units to :meth:`GroupCommitWriter.submit`; writer threads
-take every unit that is waiting (up to ``max_batch``), run each one inside its own
-savepoint so that one failing unit does not undo its neighbours, and commit once.
+result. Requests hand units to :meth:`GroupCommitWriter.submit`. The writer thread
+takes every unit that is waiting (up to ``max_batch``), runs each one inside its own
+savepoint so that one failing unit does not undo its neighbours, and commits once.
 A unit's caller is answered only after that commit, so an acknowledged write is a
 durable one.
 
-On SQLite there is one writer thread: SQLite has one writer anyway, and queueing
-beats fighting for the lock. On PostgreSQL a few threads run batches in parallel;
-a unit that loses a deadlock or serialization race is retried on its own.
+Two things keep batches cheap and safe:
+
+- **Merging.** Units of one :class:`MergeKind` (plain appends) are run together by
+  one call of the kind's ``run_many``: one offset allocation per partition and one
+  multi-row insert for the whole batch, with no savepoint per unit. If that call
+  fails, its units are run one by one so only the bad one fails.
+- **Lock order.** A unit may declare the rows it will lock (the partitions it appends
+  to). On PostgreSQL the batch takes all declared locks up front, in sorted order,
+  through the ``prelock`` hook; two batches, in this process or in another broker
+  process, then queue behind each other instead of deadlocking. A unit that still
+  loses a deadlock or serialization race (on rows it did not declare) is retried on
+  its own.
+
+There is one writer thread: SQLite has one writer anyway, and on PostgreSQL one
+thread per process with group commit beat several threads contending for the same
+partition rows (see docs/benchmarks.md). Scale out with broker processes instead.
 """
 
 from __future__ import annotations
@@ -19,7 +32,8 @@ import asyncio
 import logging
 import queue
 import threading
-from collections.abc import Callable
+from collections import defaultdict
+from collections.abc import Callable, Sequence
 from dataclasses import dataclass, field
 from typing import Any, Generic, TypeVar
 
@@ -30,7 +44,10 @@ from sqlalchemy.exc import DataError, DBAPIError, OperationalError
 from app.errors import BrokerError, StorageUnavailable, ValidationFailed
 
 T = TypeVar("T")
+P = TypeVar("P")
 Unit = Callable[[Connection], T]
+LockKey = tuple[int, int]
+Prelock = Callable[[Connection, list[LockKey]], None]
 
 log = logging.getLogger(__name__)
 
@@ -39,24 +56,40 @@ _RETRYABLE_SQLSTATES = frozenset({"40001", "40P01"})
 _MAX_RETRIES = 5
 
 
-@dataclass
-class _Pending(Generic[T]):
-    unit: Unit[T]
-    done: Callable[[T | None, BaseException | None], None]
+@dataclass(frozen=True)
+class MergeKind(Generic[P, T]):
+    """Units that the writer may run together: ``run_many(conn, payloads)`` returns one result each."""
+
+    name: str
+    run_many: Callable[[Connection, list[P]], list[T]]
+
+
+@dataclass(eq=False)
+class _Pending:
+    unit: Unit[Any] | None
+    done: Callable[[Any, BaseException | None], None]
+    locks: Sequence[LockKey] = ()
+    kind: MergeKind[Any, Any] | None = None
+    payload: Any = None
     attempts: int = 0
     outcome: tuple[Any, BaseException | None] | None = field(default=None)
 
+    def run(self, connection: Connection) -> Any:
+        if self.kind is not None:
+            return self.kind.run_many(connection, [self.payload])[0]
+        assert self.unit is not None
+        return self.unit(connection)
+
 
 class GroupCommitWriter:
-    """Runs write units in shared transactions on dedicated threads."""
+    """Runs write units in shared transactions on a dedicated thread."""
 
-    def __init__(self, engine: Engine, *, threads: int = 1, max_batch: int = 256) -> None:
+    def __init__(self, engine: Engine, *, prelock: Prelock | None = None, max_batch: int = 256) -> None:
         self._engine = engine
+        self._prelock = prelock
         self._max_batch = max_batch
-        self._queue: queue.SimpleQueue[_Pending[Any] | None] = queue.SimpleQueue()
-        self._threads = [
-            threading.Thread(target=self._run, name=f"halfmq-writer-{i}", daemon=True) for i in range(threads)
-        ]
+        self._queue: queue.SimpleQueue[_Pending | None] = queue.SimpleQueue()
+        self._thread = threading.Thread(target=self._run, name="halfmq-writer", daemon=True)
         self._started = False
         self.batches_committed = 0
         self.units_committed = 0
@@ -64,26 +97,30 @@ class GroupCommitWriter:
     def start(self) -> None:
         if not self._started:
             self._started = True
-            for thread in self._threads:
-                thread.start()
+            self._thread.start()
 
     def close(self) -> None:
         if self._started:
-            for _ in self._threads:
-                self._queue.put(None)
-            for thread in self._threads:
-                thread.join(timeout=10)
+            self._queue.put(None)
+            self._thread.join(timeout=10)
             self._started = False
 
-    async def submit(self, unit: Unit[T]) -> T:
+    async def submit(self, unit: Unit[T], *, locks: Sequence[LockKey] = ()) -> T:
         """Run ``unit`` in the next group commit and return its result once durable."""
-        loop = asyncio.get_running_loop()
-        future: asyncio.Future[T] = loop.create_future()
+        return await self._enqueue(lambda done: _Pending(unit, done, locks))  # type: ignore[no-any-return]
 
-        def done(result: T | None, error: BaseException | None) -> None:
+    async def submit_merged(self, kind: MergeKind[P, T], payload: P, *, locks: Sequence[LockKey] = ()) -> T:
+        """Like :meth:`submit`, for a unit of ``kind`` that may run merged with others of its kind."""
+        return await self._enqueue(lambda done: _Pending(None, done, locks, kind, payload))  # type: ignore[no-any-return]
+
+    async def _enqueue(self, make: Callable[[Callable[[Any, BaseException | None], None]], _Pending]) -> Any:
+        loop = asyncio.get_running_loop()
+        future: asyncio.Future[Any] = loop.create_future()
+
+        def done(result: Any, error: BaseException | None) -> None:
             loop.call_soon_threadsafe(_settle, future, result, error)
 
-        self._queue.put(_Pending(unit, done))
+        self._queue.put(make(done))
         return await future
 
     def run_sync(self, unit: Unit[T]) -> T:
@@ -91,7 +128,7 @@ class GroupCommitWriter:
         with self._engine.begin() as connection:
             return unit(connection)
 
-    # -- writer threads -------------------------------------------------------------
+    # -- the writer thread -----------------------------------------------------------
 
     def _run(self) -> None:
         while True:
@@ -105,21 +142,24 @@ class GroupCommitWriter:
                 except queue.Empty:
                     break
                 if item is None:
-                    self._queue.put(None)  # let this thread stop after this batch
+                    self._queue.put(None)  # stop after this batch
                     break
                 batch.append(item)
             self._commit_batch(batch)
 
-    def _commit_batch(self, batch: list[_Pending[Any]]) -> None:
-        retry: list[_Pending[Any]] = []
+    def _commit_batch(self, batch: list[_Pending]) -> None:
+        retry: list[_Pending] = []
         try:
             with self._engine.connect() as connection, connection.begin():
+                if self._prelock is not None:
+                    keys = sorted({key for pending in batch for key in pending.locks})
+                    if keys:
+                        self._prelock(connection, keys)
                 if len(batch) == 1:
                     # Alone in the transaction: no savepoint needed, a failure rolls it all back.
-                    batch[0].outcome = (batch[0].unit(connection), None)
+                    batch[0].outcome = (batch[0].run(connection), None)
                 else:
-                    for pending in batch:
-                        self._run_in_savepoint(connection, pending, retry)
+                    self._run_batch(connection, batch, retry)
         except BaseException as error:  # noqa: BLE001 - every caller must hear back
             if len(batch) == 1 and self._retryable(batch[0], error):
                 retry.append(batch[0])
@@ -138,10 +178,36 @@ class GroupCommitWriter:
                     pending.done(*pending.outcome)
         self._retry_alone(retry)
 
-    def _run_in_savepoint(self, connection: Connection, pending: _Pending[Any], retry: list[_Pending[Any]]) -> None:
+    def _run_batch(self, connection: Connection, batch: list[_Pending], retry: list[_Pending]) -> None:
+        merged: dict[str, list[_Pending]] = defaultdict(list)
+        for pending in batch:
+            if pending.kind is not None:
+                merged[pending.kind.name].append(pending)
+            else:
+                self._run_in_savepoint(connection, pending, retry)
+        for group in merged.values():
+            if len(group) == 1 or not self._run_merged(connection, group):
+                for pending in group:
+                    self._run_in_savepoint(connection, pending, retry)
+
+    def _run_merged(self, connection: Connection, group: list[_Pending]) -> bool:
+        kind = group[0].kind
+        assert kind is not None
         savepoint = connection.begin_nested()
         try:
-            result = pending.unit(connection)
+            results = kind.run_many(connection, [p.payload for p in group])
+        except Exception:  # noqa: BLE001 - fall back to one savepoint each, so only the bad unit fails
+            savepoint.rollback()
+            return False
+        savepoint.commit()
+        for pending, result in zip(group, results, strict=True):
+            pending.outcome = (result, None)
+        return True
+
+    def _run_in_savepoint(self, connection: Connection, pending: _Pending, retry: list[_Pending]) -> None:
+        savepoint = connection.begin_nested()
+        try:
+            result = pending.run(connection)
         except BaseException as error:  # noqa: BLE001
             savepoint.rollback()
             if self._retryable(pending, error):
@@ -152,14 +218,14 @@ class GroupCommitWriter:
             savepoint.commit()
             pending.outcome = (result, None)
 
-    def _retry_alone(self, retry: list[_Pending[Any]]) -> None:
+    def _retry_alone(self, retry: list[_Pending]) -> None:
         for pending in retry:
             pending.attempts += 1
             pending.outcome = None
             self._commit_batch([pending])
 
     @staticmethod
-    def _retryable(pending: _Pending[Any], error: BaseException) -> bool:
+    def _retryable(pending: _Pending, error: BaseException) -> bool:
         if pending.attempts >= _MAX_RETRIES or not isinstance(error, DBAPIError):
             return False
         sqlstate = getattr(error.orig, "sqlstate", None)
@@ -191,3 +257,4 @@ def _settle(future: asyncio.Future[Any], result: Any, error: BaseException | Non
         future.set_exception(error)
     else:
         future.set_result(result)
+
