@@ -285,8 +285,9 @@ class Coordinator:
         return txn
 
     def _lock_open(self, conn: Connection, txn_id: str) -> TransactionRow:
-        if txn_store.lock_open(conn, txn_id):
-            return self._get(conn, txn_id)
+        locked = txn_store.lock_open(conn, txn_id)
+        if locked is not None:
+            return locked
         txn = self._get(conn, txn_id)
         self._refuse_fenced(conn, txn)
         if txn.state is TxnState.OPEN:

@@ -115,8 +115,7 @@ class HalfMessageService:
                 0,
                 born + max(self.transaction_timeout_ms, immunity_ms),
             )
-            if not store.insert_half(conn, half, topic.topic_id):
-                raise ResolutionConflict(txn_id)  # raced with an identical prepare: undo ours
+            store.insert_half(conn, half, topic.topic_id)  # a racing identical prepare: ResolutionConflict
             return Prepared(half, created=True)
 
         locks = [((await self.store.topic(HALF_TOPIC)).topic_id, 0)]

@@ -64,27 +64,28 @@ def _half(row: Sequence[object]) -> HalfMessage:
     )
 
 
-def insert_half(conn: Connection, half: HalfMessage, topic_id: int) -> bool:
-    """Index a new half message; False if the group already prepared this transaction id."""
+def insert_half(conn: Connection, half: HalfMessage, topic_id: int) -> None:
+    """Index a new half message; ResolutionConflict if the group already prepared this transaction id.
+
+    No savepoint of its own: a conflict ends the unit, and the writer rolls the unit back.
+    """
     try:
-        with conn.begin_nested():
-            conn.execute(
-                insert(half_messages).values(
-                    message_id=half.message_id,
-                    half_offset=half.half_offset,
-                    producer_group=half.producer_group,
-                    transaction_id=half.transaction_id,
-                    topic_id=topic_id,
-                    partition=half.partition,
-                    born_timestamp=half.born_timestamp,
-                    check_immunity_ms=half.check_immunity_ms,
-                    check_times=0,
-                    next_check_at=half.next_check_at,
-                )
+        conn.execute(
+            insert(half_messages).values(
+                message_id=half.message_id,
+                half_offset=half.half_offset,
+                producer_group=half.producer_group,
+                transaction_id=half.transaction_id,
+                topic_id=topic_id,
+                partition=half.partition,
+                born_timestamp=half.born_timestamp,
+                check_immunity_ms=half.check_immunity_ms,
+                check_times=0,
+                next_check_at=half.next_check_at,
             )
-    except IntegrityError:
-        return False
-    return True
+        )
+    except IntegrityError as error:
+        raise ResolutionConflict(half.transaction_id) from error
 
 
 def get(conn: Connection, message_id: str) -> HalfMessage | None:
@@ -143,23 +144,25 @@ def insert_resolution(
     op_offset: int,
     resolved_by: str,
 ) -> Resolution:
-    """Record the one resolution of a half message; ResolutionConflict if it already has one."""
+    """Record the one resolution of a half message; ResolutionConflict if it already has one.
+
+    No savepoint of its own: a conflict ends the unit, and the writer rolls the unit back.
+    """
     topic, partition, offset = destination or (None, None, None)
     resolved_at = now_ms()
     try:
-        with conn.begin_nested():
-            conn.execute(
-                insert(half_resolutions).values(
-                    message_id=half.message_id,
-                    outcome=state.value,
-                    topic_id=None if topic is None else topic.topic_id,
-                    partition=partition,
-                    offset=offset,
-                    op_offset=op_offset,
-                    resolved_by=resolved_by,
-                    resolved_at=resolved_at,
-                )
+        conn.execute(
+            insert(half_resolutions).values(
+                message_id=half.message_id,
+                outcome=state.value,
+                topic_id=None if topic is None else topic.topic_id,
+                partition=partition,
+                offset=offset,
+                op_offset=op_offset,
+                resolved_by=resolved_by,
+                resolved_at=resolved_at,
             )
+        )
     except IntegrityError as error:
         raise ResolutionConflict(half.message_id) from error
     conn.execute(update(half_messages).where(half_messages.c.message_id == half.message_id).values(next_check_at=None))

@@ -5,7 +5,7 @@ from __future__ import annotations
 from collections.abc import Sequence
 from dataclasses import dataclass
 
-from sqlalchemy import Connection, delete, insert, select, update
+from sqlalchemy import Connection, bindparam, delete, insert, select, update
 
 from app.domain import now_ms
 from app.storage.schema import transaction_offsets, transaction_partitions, transactions
@@ -84,19 +84,22 @@ def get(conn: Connection, txn_id: str) -> TransactionRow | None:
     return _row(row) if row else None
 
 
-def lock_open(conn: Connection, txn_id: str) -> bool:
-    """Lock an OPEN, unexpired transaction's row for this database transaction; False if it is not."""
-    now = now_ms()
-    touched = conn.execute(
-        update(transactions)
-        .where(
-            transactions.c.txn_id == txn_id,
-            transactions.c.state == TxnState.OPEN.value,
-            transactions.c.expires_at > now,
-        )
-        .values(updated_at=now)
-    ).rowcount
-    return bool(touched)
+_LOCK_OPEN = (
+    update(transactions)
+    .where(
+        transactions.c.txn_id == bindparam("id"),
+        transactions.c.state == TxnState.OPEN.value,
+        transactions.c.expires_at > bindparam("now"),
+    )
+    .values(updated_at=bindparam("now"))
+    .returning(*_COLUMNS)
+)
+
+
+def lock_open(conn: Connection, txn_id: str) -> TransactionRow | None:
+    """Lock an OPEN, unexpired transaction's row for this database transaction; None if it is not."""
+    row = conn.execute(_LOCK_OPEN, {"id": txn_id, "now": now_ms()}).first()
+    return _row(row) if row else None
 
 
 def transition(conn: Connection, txn_id: str, source: TxnState, target: TxnState, *, timed_out: bool = False) -> bool:

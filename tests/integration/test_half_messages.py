@@ -262,3 +262,12 @@ def test_retention_keeps_unresolved_half_messages(database_url: str) -> None:
         client.portal.call(Retention(broker.store, settings).run_once)  # type: ignore[union-attr]
         assert client.post(f"/v1/half-messages/{pending}/commit").json()["state"] == "COMMITTED"
         assert [m["value"] for m in read_all(client, "orders")] == ["done", "pending"]
+
+
+def test_racing_identical_prepares_store_one_half_message(orders: TestClient) -> None:
+    body = {"topic": "orders", "producer_group": "pg", "value": "once", "transaction_id": "tx-race"}
+    with ThreadPoolExecutor(8) as pool:
+        responses = list(pool.map(lambda _: orders.post("/v1/half-messages", json=body), range(16)))
+    assert sorted({r.status_code for r in responses}) in ([200, 201], [201])
+    assert len({r.json()["message_id"] for r in responses}) == 1
+    assert [m["value"] for m in read_all(orders, HALF_TOPIC)] == ["once"]
