@@ -13,7 +13,7 @@ from collections import defaultdict
 from collections.abc import Iterable, Sequence
 from dataclasses import dataclass
 
-from sqlalchemy import Connection, and_, bindparam, func, insert, select, tuple_, update
+from sqlalchemy import Connection, bindparam, func, insert, select, tuple_, update
 from sqlalchemy.exc import IntegrityError
 
 from app.domain import PartitionState, ProducerStamp, Record, StoredMessage, Topic, now_ms

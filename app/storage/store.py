@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import contextlib
 from collections.abc import Callable, Sequence
 from typing import TypeVar
 
@@ -98,7 +99,5 @@ class Store:
     def ensure_system_topics(self) -> None:
         """Create the hidden system topics if this database does not have them yet."""
         for name in SYSTEM_TOPICS:
-            try:
+            with contextlib.suppress(TopicExists):  # another broker process created it first
                 self.writer.run_sync(lambda conn, name=name: log_store.create_topic(conn, name, 1))
-            except TopicExists:
-                pass
