@@ -43,7 +43,15 @@ class Settings(BaseSettings):
     max_header_bytes: int = Field(16 * 1024, ge=0)
 
     # Leadership of the background jobs across broker processes.
-    lease_seconds: float = Field(15.0, gt=0)
+    # None: three check intervals, between 2 and 15 seconds.
+    lease_seconds: float | None = Field(None, gt=0)
     run_checker: bool = True
 
     log_level: str = "info"
+
+    @property
+    def checker_lease_seconds(self) -> float:
+        """How long the checker lease lasts: how soon another process takes over when its holder dies."""
+        if self.lease_seconds is not None:
+            return self.lease_seconds
+        return max(2.0, min(15.0, 3 * self.check_interval_seconds))

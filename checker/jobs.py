@@ -2,8 +2,8 @@
 
 Every broker process schedules the jobs, but a job only does work in the process
 holding the ``checker`` lease in the database. The holder renews it every third of
-its lifetime; if that process dies, another takes the lease over once it lapses,
-within ``lease_seconds``.
+its lifetime; if that process dies, another takes the lease over once it lapses
+(three check intervals by default, between 2 and 15 seconds).
 """
 
 from __future__ import annotations
@@ -46,7 +46,7 @@ class BackgroundJobs:
 
     def start(self) -> None:
         soon = datetime.now() + timedelta(milliseconds=100)
-        lease_every = self.settings.lease_seconds / 3
+        lease_every = self.settings.checker_lease_seconds / 3
         self.scheduler.add_job(self.renew_lease, "interval", seconds=lease_every, next_run_time=datetime.now())
         self.scheduler.add_job(
             self.check_half_messages, "interval", seconds=self.settings.check_interval_seconds, next_run_time=soon
@@ -67,7 +67,7 @@ class BackgroundJobs:
             await self.store.write(lambda conn: lease_store.release(conn, LEASE_NAME, self.holder))
 
     async def renew_lease(self) -> None:
-        ttl_ms = int(self.settings.lease_seconds * 1000)
+        ttl_ms = int(self.settings.checker_lease_seconds * 1000)
         try:
             leader = await self.store.write(
                 lambda conn: lease_store.try_acquire(conn, LEASE_NAME, self.holder, now_ms(), ttl_ms)
