@@ -37,6 +37,6 @@ class Broker:
             log=log,
             coordinator=Coordinator(log, settings),
             halves=halves,
-            polling=CheckPolling(halves, settings),
+            polling=CheckPolling(halves, settings, notifier),
             limits=MessageLimits(settings.max_message_bytes, settings.max_header_count, settings.max_header_bytes),
         )

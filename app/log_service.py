@@ -122,17 +122,23 @@ class LogService:
         """Read from ``offset``; with ``max_wait_ms`` wait for data, until then or until the client leaves."""
         topic = await self.store.topic(topic_name)
         check_partition(topic, partition)
+
+        def read(conn: Connection) -> FetchResult:
+            return read_partition(conn, topic, partition, offset, max_messages, isolation)
+
+        result = await self.store.read(read)
+        if max_wait_ms <= 0 or result.messages or result.next_offset != offset:
+            return result
         deadline = time.monotonic() + max_wait_ms / 1000
-        while True:
-            result = await self.store.read(
-                lambda conn: read_partition(conn, topic, partition, offset, max_messages, isolation)
-            )
-            remaining = deadline - time.monotonic()
-            if result.messages or result.next_offset != offset or remaining <= 0:
-                return result
-            await self.notifier.wait([(topic.topic_id, partition)], remaining)
-            if client_gone is not None and await client_gone():
-                return result
+        async with self.notifier.admitted():
+            while (remaining := deadline - time.monotonic()) > 0:
+                await self.notifier.wait([(topic.topic_id, partition)], remaining)
+                if client_gone is not None and await client_gone():
+                    break
+                result = await self.store.read(read)
+                if result.messages or result.next_offset != offset:
+                    break
+        return result
 
     # -- consumer groups ------------------------------------------------------------------------
 

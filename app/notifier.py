@@ -9,8 +9,9 @@ queries per second instead of a tight polling loop.
 from __future__ import annotations
 
 import asyncio
+import contextlib
 from collections import defaultdict
-from collections.abc import Iterable
+from collections.abc import AsyncIterator, Iterable
 
 from app.errors import TooManyRequests
 
@@ -28,26 +29,36 @@ class PartitionNotifier:
     def waiting(self) -> int:
         return self._count
 
+    @contextlib.asynccontextmanager
+    async def admitted(self) -> AsyncIterator[None]:
+        """Hold one of the ``max_waiters`` long-poll places for a whole request (429 when none is free)."""
+        if self._count >= self._max_waiters:
+            raise TooManyRequests(f"too many long-polling requests waiting (limit {self._max_waiters})")
+        self._count += 1
+        try:
+            yield
+        finally:
+            self._count -= 1
+
     def notify(self, keys: Iterable[PartitionKey]) -> None:
         for key in keys:
             for event in self._waiters.get(key, ()):
                 event.set()
 
     async def wait(self, keys: Iterable[PartitionKey], timeout: float) -> None:
-        """Return when one of ``keys`` is notified, or after ``min(timeout, recheck_seconds)``."""
-        if self._count >= self._max_waiters:
-            raise TooManyRequests(f"too many long-polling requests waiting (limit {self._max_waiters})")
+        """Return when one of ``keys`` is notified, or after ``min(timeout, recheck_seconds)``.
+
+        Call it inside :meth:`admitted`: the place is taken once per request, not per wait.
+        """
         event = asyncio.Event()
         keys = list(keys)
         for key in keys:
             self._waiters[key].add(event)
-        self._count += 1
         try:
             await asyncio.wait_for(event.wait(), min(timeout, self.recheck_seconds))
         except TimeoutError:
             pass
         finally:
-            self._count -= 1
             for key in keys:
                 waiters = self._waiters.get(key)
                 if waiters is not None:

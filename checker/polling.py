@@ -12,6 +12,7 @@ from collections.abc import Awaitable, Callable
 from typing import Any
 
 from app.domain import now_ms
+from app.notifier import PartitionNotifier
 from app.settings import Settings
 from checker.decisions import check_payload, need_discard
 from half_store.records import Listener
@@ -21,8 +22,9 @@ POLL_RECHECK_SECONDS = 0.25
 
 
 class CheckPolling:
-    def __init__(self, halves: HalfMessageService, settings: Settings) -> None:
+    def __init__(self, halves: HalfMessageService, settings: Settings, notifier: PartitionNotifier) -> None:
         self.halves = halves
+        self.notifier = notifier  # a waiting poll takes a long-poll place, like a waiting fetch
         self.settings = settings
         self.lease_ms = int(settings.poll_check_lease_seconds * 1000)
 
@@ -37,12 +39,19 @@ class CheckPolling:
         # Being polled marks the group as reachable, so the checker leaves its checks to pollers.
         ttl = int(max(30, self.settings.check_interval_seconds * 2, max_wait_ms / 1000 * 2))
         await self.halves.register_listener(Listener(producer_group, f"poll:{instance_id}", None, None, ttl, now_ms()))
+        checks = await self._claim(producer_group, max_checks)
+        if checks or max_wait_ms <= 0:
+            return checks
         deadline = time.monotonic() + max_wait_ms / 1000
-        while True:
-            checks = await self._claim(producer_group, max_checks)
-            if checks or time.monotonic() >= deadline or (client_gone is not None and await client_gone()):
-                return checks  # checks are claimed only while someone is there to take them
-            await asyncio.sleep(min(POLL_RECHECK_SECONDS, max(0.0, deadline - time.monotonic())))
+        async with self.notifier.admitted():
+            while (remaining := deadline - time.monotonic()) > 0:
+                await asyncio.sleep(min(POLL_RECHECK_SECONDS, remaining))
+                if client_gone is not None and await client_gone():
+                    break  # checks are claimed only while someone is there to take them
+                checks = await self._claim(producer_group, max_checks)
+                if checks:
+                    break
+        return checks
 
     async def _claim(self, producer_group: str, max_checks: int) -> list[dict[str, Any]]:
         due = await self.halves.due_for_check(max_checks, producer_group)

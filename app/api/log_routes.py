@@ -32,6 +32,7 @@ from app.errors import InvalidRequest
 from app.log_service import RoutedRecord
 from app.metrics import MESSAGES_IN, MESSAGES_OUT
 
+DEFAULT_FETCH_MESSAGES = 500
 ERRORS = {code: {"model": ErrorResponse} for code in (400, 403, 404, 409, 413, 416, 422)}
 router = APIRouter(prefix="/v1", responses=ERRORS)  # type: ignore[arg-type]
 
@@ -117,13 +118,15 @@ async def fetch(
     partition: PartitionPath,
     request: Request,
     offset: Annotated[int, Query(ge=0, le=2**63 - 1)] = 0,
-    max_messages: Annotated[int, Query(ge=1)] = 500,
+    max_messages: Annotated[int | None, Query(ge=1, description="default: 500, or the broker's limit if lower")] = None,
     max_wait_ms: Annotated[int, Query(ge=0)] = 0,
     isolation: Isolation = "read_committed",
 ) -> Response:
     broker = broker_of(request)
     settings = broker.settings
-    if max_messages > settings.max_fetch_messages:
+    if max_messages is None:
+        max_messages = min(DEFAULT_FETCH_MESSAGES, settings.max_fetch_messages)
+    elif max_messages > settings.max_fetch_messages:
         raise InvalidRequest(f"max_messages is limited to {settings.max_fetch_messages}")
     if max_wait_ms > settings.max_fetch_wait_ms:
         raise InvalidRequest(f"max_wait_ms is limited to {settings.max_fetch_wait_ms}")
