@@ -78,5 +78,13 @@ def migrate(database_url: str, revision: str = "head") -> None:
         database.dispose()
 
 
+@cli.command(context_settings={"allow_extra_args": True, "ignore_unknown_options": True, "help_option_names": []})
+def bench(ctx: typer.Context) -> None:
+    """Run the benchmarks (same as `python -m bench`; `halfmq bench --help` for its options)."""
+    from bench.__main__ import main as bench_main
+
+    raise typer.Exit(bench_main(list(ctx.args)))
+
+
 def main() -> None:
     cli()

@@ -18,3 +18,5 @@ CHECKS = Counter("halfmq_checks_total", "Back-checks sent to producers, by answe
 TRANSACTIONS = Counter("halfmq_transactions_total", "Kafka-mode transactions ended, by outcome", ["outcome"])
 LONG_POLL_WAITERS = Gauge("halfmq_long_poll_waiters", "Fetches waiting for data")
 CHECKER_LEADER = Gauge("halfmq_checker_leader", "1 while this process holds the checker lease")
+GROUP_COMMITS = Counter("halfmq_group_commits_total", "Database transactions committed by the group-commit writer")
+GROUP_COMMIT_UNITS = Counter("halfmq_group_commit_units_total", "Write units those transactions carried")

@@ -157,6 +157,16 @@ Index(
     transaction_partitions.c.first_offset,
 )
 
+# What the last stable offset query reads: only open transactions' rows, however long the history.
+Index(
+    "ix_transaction_partitions_open",
+    transaction_partitions.c.topic_id,
+    transaction_partitions.c.partition,
+    transaction_partitions.c.first_offset,
+    sqlite_where=transaction_partitions.c.marker_offset.is_(None),
+    postgresql_where=transaction_partitions.c.marker_offset.is_(None),
+)
+
 transaction_offsets = Table(
     "transaction_offsets",
     metadata,

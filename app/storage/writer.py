@@ -42,6 +42,7 @@ from sqlalchemy.engine import Engine
 from sqlalchemy.exc import DataError, DBAPIError, OperationalError
 
 from app.errors import BrokerError, StorageUnavailable, ValidationFailed
+from app.metrics import GROUP_COMMIT_UNITS, GROUP_COMMITS
 
 T = TypeVar("T")
 P = TypeVar("P")
@@ -171,10 +172,13 @@ class GroupCommitWriter:
                 self._retry_alone(retry)
                 return
         else:
+            succeeded = sum(1 for p in batch if p.outcome is not None and p.outcome[1] is None)
             self.batches_committed += 1
+            self.units_committed += succeeded
+            GROUP_COMMITS.inc()
+            GROUP_COMMIT_UNITS.inc(succeeded)
             for pending in batch:
                 if pending.outcome is not None:
-                    self.units_committed += pending.outcome[1] is None
                     pending.done(*pending.outcome)
         self._retry_alone(retry)
 
