@@ -1,0 +1,106 @@
+"""The storage ceiling: raw SQLAlchemy Core inserts and reads of the broker's own rows.
+
+Same database engine set-up as the broker (``app.storage.database.open_database``:
+WAL + ``synchronous=FULL`` + ``BEGIN IMMEDIATE`` on SQLite, psycopg 3 ``READ
+COMMITTED`` on PostgreSQL), the same schema (the broker's Alembic migrations),
+the same 1 KiB ``messages`` rows, but no HTTP, no validation, no offset
+allocation, no bookkeeping: one connection, one thread, back to back.
+"""
+
+from __future__ import annotations
+
+import random
+import time
+from dataclasses import dataclass
+
+from sqlalchemy import Connection, insert
+
+from app.domain import Topic, now_ms
+from app.storage import log_store
+from app.storage.database import open_database
+from app.storage.migrate import upgrade
+from app.storage.schema import CONTROL_NONE, VALUE_JSON, messages
+from bench.payloads import PARTITIONS, RAW_VALUE, TOPIC
+
+
+@dataclass
+class RawResult:
+    name: str
+    rows: int
+    transactions: int
+    seconds: float
+
+    @property
+    def rows_per_second(self) -> float:
+        return self.rows / self.seconds if self.seconds else 0.0
+
+    @property
+    def transactions_per_second(self) -> float:
+        return self.transactions / self.seconds if self.seconds else 0.0
+
+
+def _row(topic_id: int, partition: int, offset: int) -> dict[str, object]:
+    return {
+        "topic_id": topic_id,
+        "partition": partition,
+        "offset": offset,
+        "key": None,
+        "value": RAW_VALUE,
+        "value_kind": VALUE_JSON,
+        "headers": None,
+        "timestamp": now_ms(),
+        "producer_id": None,
+        "producer_epoch": None,
+        "sequence": None,
+        "txn_id": None,
+        "control": CONTROL_NONE,
+        "properties": None,
+    }
+
+
+def measure(database_url: str, duration: float) -> list[RawResult]:
+    """Rows/s inserted 1, 100 and 1000 per transaction, and rows/s read 100 per range query."""
+    database = open_database(database_url)
+    try:
+        upgrade(database.writer)
+        with database.writer.begin() as conn:
+            topic = log_store.create_topic(conn, TOPIC + "-raw", PARTITIONS)
+        next_offset = [0] * PARTITIONS
+        results: list[RawResult] = []
+        share = duration / 4
+
+        for batch in (1, 100, 1000):
+            rows = transactions = 0
+            began = time.monotonic()
+            deadline = began + share
+            while time.monotonic() < deadline:
+                partition = transactions % PARTITIONS
+                base = next_offset[partition]
+                with database.writer.begin() as conn:
+                    conn.execute(insert(messages), [_row(topic.topic_id, partition, base + i) for i in range(batch)])
+                next_offset[partition] = base + batch
+                rows += batch
+                transactions += 1
+            results.append(RawResult(f"insert {batch}/txn", rows, transactions, time.monotonic() - began))
+
+        reads = rows = 0
+        rng = random.Random(7)
+        began = time.monotonic()
+        deadline = began + share
+        while time.monotonic() < deadline:
+            partition = reads % PARTITIONS
+            start = rng.randrange(0, max(1, next_offset[partition] - 100))
+            with database.reader.connect() as conn:
+                found = _read(conn, topic, partition, start)
+            rows += len(found)
+            reads += 1
+        results.append(RawResult("read 100/query", rows, reads, time.monotonic() - began))
+        return results
+    finally:
+        database.dispose()
+
+
+def _read(conn: Connection, topic: Topic, partition: int, start: int) -> list[object]:
+    return list(log_store.read_range(conn, topic, partition, start, start + 100, 100))
+
+

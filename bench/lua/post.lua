@@ -1,0 +1,13 @@
+-- POST the same JSON body on every request (a static request: built once, no per-request Lua).
+-- args: path, body-file
+package.path = package.path .. ";" .. debug.getinfo(1, "S").source:sub(2):match("(.*/)") .. "?.lua"
+require "common"
+
+function init(args)
+  local file = assert(io.open(args[2], "rb"))
+  wrk.method = "POST"
+  wrk.path = args[1]
+  wrk.body = file:read("*a")
+  wrk.headers["Content-Type"] = "application/json"
+  file:close()
+end

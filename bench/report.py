@@ -1,0 +1,206 @@
+"""One table of figures and ratios from one run, the goals checked against it, and JSON/Markdown output."""
+
+from __future__ import annotations
+
+from typing import Any
+
+GOAL_RSS_MB = 250.0
+GOAL_SOAK_GROWTH_MB = 10.0
+
+
+def _find(rows: list[dict[str, Any]], section: str, db: str, scenario: str) -> dict[str, Any] | None:
+    return next((r for r in rows if r["section"] == section and r["db"] == db and r["scenario"] == scenario), None)
+
+
+RAW_FOR = {
+    "produce-1": "insert 1/txn",
+    "pairs": "insert 1/txn",
+    "produce-100": "insert 100/txn",
+    "notxn": "insert 100/txn",
+    "txn": "insert 100/txn",
+    "produce-1000": "insert 1000/txn",
+    "fetch": "read 100/query",
+}
+
+
+def annotate(rows: list[dict[str, Any]]) -> None:
+    """Add ``vs_ceiling`` (same scenario on the storage-free app) and ``vs_raw`` (msgs/s over raw DB rows/s)."""
+    for row in rows:
+        if row["section"] != "halfmq":
+            continue
+        ceiling = _find(rows, "ceiling", row["db"], row["scenario"])
+        if ceiling and ceiling["rate"]:
+            row["vs_ceiling"] = round(row["rate"] / ceiling["rate"], 3)
+        raw = _find(rows, "storage", row["db"], RAW_FOR.get(row["scenario"], ""))
+        if raw and raw["rate"] and row.get("messages_per_s") is not None:
+            row["vs_raw"] = round(row["messages_per_s"] / raw["rate"], 3)
+        if row["scenario"] == "txn":
+            plain = _find(rows, "halfmq", row["db"], "notxn")
+            if plain and plain["rate"]:
+                row["txn_overhead"] = round(1 - row["rate"] / plain["rate"], 3)
+
+
+def goals(results: dict[str, Any]) -> list[dict[str, Any]]:
+    rows = results["rows"]
+    out: list[dict[str, Any]] = []
+    dbs = sorted({r["db"] for r in rows if r["section"] == "halfmq"})
+    rabbit_tx = max((r["rate"] for r in rows if r["section"] == "peer" and "AMQP tx" in r["label"]), default=None)
+    for db in dbs:
+        for scenario, target, text in (
+            ("produce-1", 0.5, "single-message produce >= 50% of the storage-free app"),
+            ("produce-100", 0.5, "batched produce (100/request) >= 50% of the storage-free app"),
+            ("pairs", 0.4, "half prepare+commit pairs/s >= 40% of the storage-free app's pair rate"),
+        ):
+            row = _find(rows, "halfmq", db, scenario)
+            if row and "vs_ceiling" in row:
+                ratio = row["vs_ceiling"]
+                out.append({"db": db, "goal": text, "value": f"{ratio:.1%}", "target": f">= {target:.0%}", "met": ratio >= target,
+                            "detail": f"{row['rate']:,.0f} vs {_find(rows, 'ceiling', db, scenario)['rate']:,.0f} {row['unit']}"})
+        pairs = _find(rows, "halfmq", db, "pairs")
+        if pairs and rabbit_tx is not None:
+            out.append({"db": db, "goal": "half pairs/s ahead of RabbitMQ AMQP tx per message (best client count)",
+                        "value": f"{pairs['rate']:,.0f} vs {rabbit_tx:,.0f} msg/s", "target": "> 1.0x",
+                        "met": pairs["rate"] > rabbit_tx, "detail": f"{pairs['rate'] / rabbit_tx:.2f}x" if rabbit_tx else ""})
+        txn = _find(rows, "halfmq", db, "txn")
+        if txn and "txn_overhead" in txn:
+            overhead = txn["txn_overhead"]
+            plain = _find(rows, "halfmq", db, "notxn")
+            detail = f"{txn['rate']:,.1f} txn/s vs {plain['rate']:,.1f} batches/s"
+            met: bool | None = overhead <= 0.10
+            if (plain.get("vs_ceiling") or 0) < 0.05:
+                # Both sides stalled (e.g. lock waits): a ratio of two stalls says nothing about the transaction.
+                met = None
+                detail += f"; not meaningful: the baseline itself runs at {plain.get('vs_ceiling', 0):.0%} of its ceiling"
+            out.append({"db": db, "goal": "mode-2 transaction overhead <= 10% vs the same 4 requests without a transaction",
+                        "value": f"{overhead:.1%}", "target": "<= 10%", "met": met, "detail": detail})
+        rss = max((r["rss_mb"] or 0 for r in rows if r["section"] == "halfmq" and r["db"] == db), default=0)
+        out.append({"db": db, "goal": "broker RSS under load < 250 MB", "value": f"{rss:.0f} MB", "target": "< 250 MB", "met": rss < GOAL_RSS_MB, "detail": "max over all scenarios"})
+    for soak in results.get("soak", []):
+        out.append({"db": soak["db"], "goal": f"RSS flat over a {soak['seconds']:.0f}s soak", "value": f"{soak['growth_mb']:+.1f} MB",
+                    "target": f"growth < {GOAL_SOAK_GROWTH_MB:.0f} MB, max < 250 MB",
+                    "met": soak["growth_mb"] < GOAL_SOAK_GROWTH_MB and soak["max_mb"] < GOAL_RSS_MB,
+                    "detail": f"first fifth {soak['first_fifth_median_mb']} MB, last fifth {soak['last_fifth_median_mb']} MB, max {soak['max_mb']} MB"})
+    return out
+
+
+def _fmt(value: Any, digits: int = 0) -> str:
+    if value is None:
+        return "-"
+    if isinstance(value, float):
+        return f"{value:,.{digits}f}"
+    return str(value)
+
+
+HEADER = ("section", "db", "scenario", "conc", "rate", "unit", "msgs/s", "p50 ms", "p99 ms", "vs ceiling", "vs raw DB", "RSS MB", "srv cpu", "host cpu", "errors")
+
+
+def table_rows(rows: list[dict[str, Any]]) -> list[tuple[str, ...]]:
+    out = []
+    for r in rows:
+        ratio = r.get("vs_ceiling")
+        ratio_text = "-" if ratio is None else f"{ratio:.0%}"
+        if r.get("txn_overhead") is not None:
+            ratio_text += f" (txn overhead {r['txn_overhead']:.1%})"
+        raw = r.get("vs_raw")
+        out.append(
+            (
+                r["section"],
+                r["db"],
+                r["label"] + (f" x{r['concurrency']}" if r["section"] == "peer" else ""),
+                _fmt(r.get("concurrency")),
+                _fmt(r["rate"]),
+                r["unit"],
+                _fmt(r.get("messages_per_s")),
+                _fmt(r.get("p50_ms"), 1),
+                _fmt(r.get("p99_ms"), 1),
+                ratio_text,
+                "-" if raw is None else f"{raw:.0%}",
+                _fmt(r.get("rss_mb")),
+                _fmt(r.get("server_cpu"), 2),
+                _fmt(r.get("machine_cpu"), 2),
+                _fmt(r.get("errors")),
+            )
+        )
+    return out
+
+
+def text_table(rows: list[dict[str, Any]]) -> str:
+    body = table_rows(rows)
+    widths = [max(len(h), *(len(b[i]) for b in body)) if body else len(h) for i, h in enumerate(HEADER)]
+    line = lambda cells: "  ".join(c.ljust(w) if i < 3 or i == 5 else c.rjust(w) for i, (c, w) in enumerate(zip(cells, widths)))  # noqa: E731
+    return "\n".join([line(HEADER), line(tuple("-" * w for w in widths)), *(line(b) for b in body)])
+
+
+def markdown_table(rows: list[dict[str, Any]]) -> str:
+    body = table_rows(rows)
+    out = ["| " + " | ".join(HEADER) + " |", "|" + "|".join("---" for _ in HEADER) + "|"]
+    out += ["| " + " | ".join(b) + " |" for b in body]
+    return "\n".join(out)
+
+
+def goals_text(items: list[dict[str, Any]], markdown: bool = False) -> str:
+    if markdown:
+        out = ["| db | goal | value | target | met | detail |", "|---|---|---|---|---|---|"]
+        out += [f"| {g['db']} | {g['goal']} | {g['value']} | {g['target']} | {_verdict(g['met'], True)} | {g['detail']} |" for g in items]
+        return "\n".join(out)
+    return "\n".join(f"[{_verdict(g['met'], False)}] {g['db']:<10} {g['goal']}: {g['value']} (target {g['target']}; {g['detail']})" for g in items)
+
+
+def _verdict(met: bool | None, markdown: bool) -> str:
+    if met is None:
+        return "n/a" if markdown else "N/A "
+    if markdown:
+        return "yes" if met else "**no**"
+    return "MET " if met else "MISS"
+
+
+def render(results: dict[str, Any]) -> str:
+    parts = [text_table(results["rows"]), "", "Goals:", goals_text(results["goals"])]
+    for soak in results.get("soak", []):
+        parts.append(f"Soak {soak['db']} {soak['seconds']:.0f}s: RSS {soak['first_fifth_median_mb']} -> {soak['last_fifth_median_mb']} MB (max {soak['max_mb']}), "
+                     f"produce {soak['produce_rate']} req/s + {soak['pair_rate']} pairs/s, errors {soak['errors']}")
+    return "\n".join(parts)
+
+
+def markdown(results: dict[str, Any]) -> str:
+    """The generated part of docs/benchmarks.md: tables, goals, soak, experiments and plans."""
+    parts = ["### Results", "", markdown_table(results["rows"]), "", "### Goals", "", goals_text(results["goals"], markdown=True), ""]
+    for soak in results.get("soak", []):
+        series = ", ".join(f"{mb:.0f}" for _, mb in soak["samples_mb"])
+        parts += [
+            f"### Soak ({soak['db']}, {soak['seconds']:.0f} s)",
+            "",
+            f"`{soak.get('command', '')}`: wrk single-message produce at 32 connections plus 16 prepare+commit chains, "
+            f"RSS sampled every 5 s. Median of the first fifth {soak['first_fifth_median_mb']} MB, of the last fifth "
+            f"{soak['last_fifth_median_mb']} MB (growth {soak['growth_mb']:+.1f} MB), max {soak['max_mb']} MB; "
+            f"{soak['produce_rate']} produce req/s and {soak['pair_rate']} pairs/s sustained, {soak['errors']} errors.",
+            "",
+            f"RSS series (MB): {series}",
+            "",
+        ]
+    experiments = results.get("experiments")
+    if experiments:
+        parts += ["### Experiments (unmodified broker, one knob changed)", "", f"`{experiments['command']}`", "",
+                  "| db | variant | scenario | rate | unit | p50 ms | p99 ms | srv cpu | errors |", "|---|---|---|---|---|---|---|---|---|"]
+        for r in experiments["rows"]:
+            parts.append(f"| {r['db']} | {r['variant']} | {r['label']} | {r['rate']:,.1f} | {r['unit']} | {r['p50_ms']:,.1f} | {r['p99_ms']:,.1f} | {r['server_cpu']} | {r['errors']} |")
+        parts.append("")
+    at_scale = results.get("plans_at_scale")
+    if at_scale:
+        parts += [f"### Query plans at {at_scale['rows']:,} rows per table (`bench.plans`)", "",
+                  f"`{at_scale['command']}`: synthetic history where everything but the newest 1 % is finished, then ANALYZE.", ""]
+        for db, found in at_scale["plans"].items():
+            for name, plan in found.items():
+                parts += [f"**{db}: {name}**", "", "```", plan.get("plan", ""), "```", ""]
+    for db, meta in results.get("databases", {}).items():
+        parts += [f"### Query plans after the run: {db} ({meta.get('version', '')})", ""]
+        for name, plan in meta.get("plans", {}).items():
+            parts += [f"**{name}**", "", "```sql", plan.get("sql", ""), "```", "", "```", plan.get("plan", ""), "```", ""]
+    return "\n".join(parts)
+
+
+if __name__ == "__main__":
+    import json
+    import sys
+
+    print(markdown(json.loads(open(sys.argv[1]).read())))
