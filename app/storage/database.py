@@ -52,7 +52,10 @@ def open_database(url: str, *, sqlite_synchronous: str = "FULL") -> Database:
     parsed = make_url(url)
     if parsed.get_backend_name() == "sqlite":
         writer = _sqlite_engine(url, begin="BEGIN IMMEDIATE", synchronous=sqlite_synchronous, pool_size=2)
-        reader = _sqlite_engine(url, begin="BEGIN", synchronous=sqlite_synchronous, pool_size=READER_POOL_SIZE)
+        # Up to 40 reader connections: a small page cache each (the OS page cache is shared).
+        reader = _sqlite_engine(
+            url, begin="BEGIN", synchronous=sqlite_synchronous, pool_size=READER_POOL_SIZE, cache_kib=512
+        )
         return Database(writer=writer, reader=reader)
     # One writer thread per process (see writer.py) plus start-up work needs few connections.
     writer = create_engine(url, pool_size=2, max_overflow=2, pool_pre_ping=True, isolation_level="READ COMMITTED")
@@ -68,7 +71,7 @@ def open_database(url: str, *, sqlite_synchronous: str = "FULL") -> Database:
     return Database(writer=writer, reader=reader)
 
 
-def _sqlite_engine(url: str, *, begin: str, synchronous: str, pool_size: int) -> Engine:
+def _sqlite_engine(url: str, *, begin: str, synchronous: str, pool_size: int, cache_kib: int = 2048) -> Engine:
     engine = create_engine(
         url,
         connect_args={"check_same_thread": False, "timeout": SQLITE_BUSY_TIMEOUT_MS / 1000},
@@ -86,6 +89,7 @@ def _sqlite_engine(url: str, *, begin: str, synchronous: str, pool_size: int) ->
         cursor.execute(f"PRAGMA busy_timeout={SQLITE_BUSY_TIMEOUT_MS}")
         cursor.execute(f"PRAGMA synchronous={synchronous}")
         cursor.execute("PRAGMA foreign_keys=ON")
+        cursor.execute(f"PRAGMA cache_size=-{cache_kib}")
         cursor.close()
 
     @event.listens_for(engine, "begin")
