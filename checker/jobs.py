@@ -10,6 +10,7 @@ from __future__ import annotations
 
 import logging
 import os
+import time
 import socket
 import secrets
 from datetime import datetime, timedelta
@@ -41,7 +42,7 @@ class BackgroundJobs:
         self.http = httpx.AsyncClient(limits=httpx.Limits(max_connections=settings.check_concurrency))
         self.back_checker = BackChecker(halves, settings, self.http)
         self.retention = Retention(store, settings)
-        self.is_leader = False
+        self._leader_until = 0.0
         self.scheduler = AsyncIOScheduler()
 
     def start(self) -> None:
@@ -58,27 +59,36 @@ class BackgroundJobs:
         for job in self.scheduler.get_jobs():
             job.modify(max_instances=1, coalesce=True, misfire_grace_time=None)
         self.scheduler.start()
+        CHECKER_LEADER.set_function(lambda: float(self.is_leader))  # read at scrape time, lapses on its own
 
     async def close(self) -> None:
         self.scheduler.shutdown(wait=False)
+        CHECKER_LEADER.set_function(lambda: 0.0)
         await self.back_checker.close()
         await self.http.aclose()
         if self.is_leader:
             await self.store.write(lambda conn: lease_store.release(conn, LEASE_NAME, self.holder))
 
+    @property
+    def is_leader(self) -> bool:
+        """Holding the lease, by this process's clock, with a margin for clock steps and slow renewals."""
+        return time.monotonic() < self._leader_until
+
     async def renew_lease(self) -> None:
-        ttl_ms = int(self.settings.checker_lease_seconds * 1000)
+        ttl = self.settings.checker_lease_seconds
+        # Measured from before the request: the lease can only have started later than this.
+        asked_at = time.monotonic()
         try:
             leader = await self.store.write(
-                lambda conn: lease_store.try_acquire(conn, LEASE_NAME, self.holder, now_ms(), ttl_ms)
+                lambda conn: lease_store.try_acquire(conn, LEASE_NAME, self.holder, now_ms(), int(ttl * 1000))
             )
-        except Exception:  # noqa: BLE001 - a database hiccup: stop acting as leader, retry next time
+        except Exception:  # noqa: BLE001 - a database hiccup: the lease lapses on its own, retry next time
             log.warning("could not renew the checker lease", exc_info=True)
             leader = False
-        if leader != self.is_leader:
+        was_leader = self.is_leader
+        self._leader_until = asked_at + ttl * 0.8 if leader else 0.0
+        if leader != was_leader:
             log.info("%s the checker lease", "took" if leader else "lost")
-        self.is_leader = leader
-        CHECKER_LEADER.set(1 if leader else 0)
 
     async def check_half_messages(self) -> None:
         await self._guarded("back-check", self.back_checker.run_once)

@@ -62,7 +62,10 @@ def encode_headers(headers: Mapping[str, str], limits: MessageLimits) -> str | N
         return None
     if len(headers) > limits.max_header_count:
         raise InvalidRequest(f"{len(headers)} headers is over the limit of {limits.max_header_count}")
-    encoded = orjson.dumps(headers)
+    try:
+        encoded = orjson.dumps(headers)
+    except TypeError as error:  # a lone surrogate in a name or value
+        raise ValidationFailed(f"headers cannot be stored as JSON: {error}") from error
     if len(encoded) > limits.max_header_bytes:
         raise InvalidRequest(f"headers of {len(encoded)} bytes are over the limit of {limits.max_header_bytes}")
     return encoded.decode()

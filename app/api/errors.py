@@ -49,6 +49,8 @@ def install_error_handlers(app: FastAPI) -> None:
             return error_response(RouteNotFound("no such endpoint"))
         if error.status_code == 405:
             return error_response(MethodNotAllowed("method not allowed on this endpoint"))
+        if error.status_code == 400:  # Starlette could not parse the body
+            return error_response(InvalidRequest(f"request body could not be parsed: {error.detail}"))
         broker_error = BrokerError(str(error.detail))
         broker_error.status = error.status_code
         broker_error.code = "HTTP_ERROR"

@@ -26,6 +26,12 @@ def free_port() -> int:
         return int(sock.getsockname()[1])
 
 
+def _new_log_file() -> Path:
+    descriptor, path = tempfile.mkstemp(prefix="halfmq-broker-", suffix=".log")
+    os.close(descriptor)
+    return Path(path)
+
+
 class BrokerProcess:
     """One broker process; ``start()`` waits until ``/readyz`` answers 200."""
 
@@ -40,7 +46,7 @@ class BrokerProcess:
         self.database_url = database_url
         self.port = port or free_port()
         self.settings = settings
-        self.log_path = log_path or Path(tempfile.mkstemp(prefix="halfmq-broker-", suffix=".log")[1])
+        self.log_path = log_path or _new_log_file()
         self._process: subprocess.Popen[bytes] | None = None
 
     @property
