@@ -189,20 +189,12 @@ class HalfMessageService:
     # -- internals --------------------------------------------------------------------------------
 
     async def _resolve(self, message_id: str, target: HalfState, resolved_by: str) -> HalfMessage:
-        # Read first: an unknown id or a repeated request is answered without a write, and the
-        # partitions the resolution appends to are known, so the write can declare its locks.
-        known = await self.get(message_id)
-        if known.resolution is not None:
-            return answer_repeat(known, target)
-        destination = await self._destination_topic(known, target)
-        op_topic = await self.store.topic(OP_HALF_TOPIC)
-        locks = [(op_topic.topic_id, 0)]
-        if destination is not None:
-            locks.append((destination.topic_id, known.partition if target is HalfState.COMMITTED else 0))
+        locks = await self._resolution_locks(message_id, target) if self.store.orders_locks else []
 
         def unit(conn: Connection) -> tuple[HalfMessage, bool]:
             half = store.get(conn, message_id)
-            assert half is not None  # half messages are removed only long after their resolution
+            if half is None:
+                raise HalfMessageNotFound(f"half message {message_id!r} does not exist")
             if half.resolution is not None:
                 return half, False
             written = self._move(conn, half, target)
@@ -217,16 +209,23 @@ class HalfMessageService:
         if not resolved_here:
             return answer_repeat(half, target)
         HALF_MESSAGES.labels(target.value.lower()).inc()
-        if destination is not None and half.resolution is not None and half.resolution.partition is not None:
-            self.log.notifier.notify([(destination.topic_id, half.resolution.partition)])
+        resolution = half.resolution
+        if resolution is not None and resolution.topic is not None and resolution.partition is not None:
+            topic = await self.store.topic(resolution.topic)
+            self.log.notifier.notify([(topic.topic_id, resolution.partition)])
         return half
 
-    async def _destination_topic(self, half: HalfMessage, target: HalfState) -> Topic | None:
+    async def _resolution_locks(self, message_id: str, target: HalfState) -> list[tuple[int, int]]:
+        """The partitions a resolution appends to, read beforehand so the write can lock them in order."""
+        known = await self.get(message_id)
+        if known.resolution is not None:
+            return []  # the write only reads it again to answer
+        locks = [((await self.store.topic(OP_HALF_TOPIC)).topic_id, 0)]
         if target is HalfState.COMMITTED:
-            return await self.store.topic(half.topic)
-        if target is HalfState.DISCARDED:
-            return await self.store.topic(CHECK_MAX_TOPIC)
-        return None
+            locks.append(((await self.store.topic(known.topic)).topic_id, known.partition))
+        elif target is HalfState.DISCARDED:
+            locks.append(((await self.store.topic(CHECK_MAX_TOPIC)).topic_id, 0))
+        return locks
 
     def _move(self, conn: Connection, half: HalfMessage, target: HalfState) -> tuple[Topic, int, int] | None:
         """Append the half message's body to where ``target`` sends it; None for a rollback."""

@@ -256,18 +256,23 @@ def read_range(conn: Connection, topic: Topic, partition: int, start: int, end: 
     ]
 
 
+_READ_ONE = select(
+    messages.c.timestamp,
+    messages.c.key,
+    messages.c.value,
+    messages.c.value_kind,
+    messages.c.headers,
+    messages.c.properties,
+).where(
+    messages.c.topic_id == bindparam("t_id"),
+    messages.c.partition == bindparam("p_id"),
+    messages.c.offset == bindparam("offset"),
+)
+
+
 def read_one(conn: Connection, topic: Topic, partition: int, offset: int) -> tuple[StoredMessage, str | None] | None:
     """One message and its system properties (used by the half store)."""
-    row = conn.execute(
-        select(
-            messages.c.timestamp,
-            messages.c.key,
-            messages.c.value,
-            messages.c.value_kind,
-            messages.c.headers,
-            messages.c.properties,
-        ).where(messages.c.topic_id == topic.topic_id, messages.c.partition == partition, messages.c.offset == offset)
-    ).first()
+    row = conn.execute(_READ_ONE, {"t_id": topic.topic_id, "p_id": partition, "offset": offset}).first()
     if row is None:
         return None
     ts, key, value, kind, headers, properties = row

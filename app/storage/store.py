@@ -33,6 +33,11 @@ class Store:
         self._topics: dict[str, Topic] = {}
         self._topics_by_id: dict[int, Topic] = {}
 
+    @property
+    def orders_locks(self) -> bool:
+        """Whether writes must declare the partitions they lock (PostgreSQL; SQLite locks the database)."""
+        return not self.database.is_sqlite
+
     def start(self) -> None:
         self.writer.start()
 
