@@ -101,9 +101,10 @@ class Coordinator:
         def unit(conn: Connection) -> TransactionRow:
             timeout = timeout_ms
             if producer_id is not None and producer_epoch is not None:
-                producer_store.check_epoch(conn, producer_id, producer_epoch)
-                # Locks the producer row, so two begins for one producer cannot both pass the check below.
+                # Lock the producer row first: a concurrent InitProducerId (epoch bump) or begin
+                # then waits for this one, so the checks below see a settled epoch.
                 producer_timeout = producer_store.touch(conn, producer_id)
+                producer_store.check_epoch(conn, producer_id, producer_epoch)
                 open_txns = txn_store.unfinished_of_producer(conn, producer_id)
                 if open_txns:
                     raise ConcurrentTransactions(
