@@ -2,7 +2,7 @@
 
 from __future__ import annotations
 
-from typing import Annotated, Any
+from typing import Annotated, Any, Literal
 
 from fastapi import APIRouter, Path, Query, Request
 from pydantic import AnyHttpUrl, BaseModel, Field
@@ -129,11 +129,12 @@ async def get_half(message_id: MessageIdPath, request: Request) -> Response:
 @router.get("/half-messages", response_model=HalfList, tags=["half messages"])
 async def list_halves(
     request: Request,
-    producer_group: Annotated[str | None, Query(min_length=1, max_length=255, pattern=NO_NUL)] = None,
-    state: HalfState | None = None,
+    producer_group: Annotated[str | None, Query(max_length=255, pattern=NO_NUL, description="empty: any")] = None,
+    state: Annotated[HalfState | Literal[""] | None, Query(description="empty: any")] = None,
     limit: Annotated[int, Query(ge=1, le=10_000)] = 1000,
 ) -> Response:
-    found = await broker_of(request).halves.list(producer_group, state, limit)
+    # An empty filter (`?producer_group=&state=`) means no filter, as in the contract's own example.
+    found = await broker_of(request).halves.list(producer_group or None, state or None, limit)
     return JsonResponse({"half_messages": [describe(h) for h in found]})
 
 

@@ -136,6 +136,8 @@ def test_listing_and_describing(orders: TestClient) -> None:
         "producer_group": "pg", "topic": "orders", "state": "COMMITTED", "check_times": 0
     }
     assert orders.get("/v1/half-messages", params={"state": "BOGUS"}).status_code == 422
+    everything = orders.get("/v1/half-messages?producer_group=&state=").json()["half_messages"]
+    assert sorted(h["message_id"] for h in everything) == sorted([a, b])
 
 
 # -- the checker -------------------------------------------------------------------------------
