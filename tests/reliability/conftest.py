@@ -1,9 +1,9 @@
 """Fixtures of the reliability tests: a fresh database of each kind per test, real broker processes.
 
-SQLite is a file in the test's temporary directory. PostgreSQL is a database of its
-own (``halfmq_rel_<random>``) created next to the one ``HALFMQ_TEST_POSTGRES_URL``
-names and dropped at the end; with the variable unset the PostgreSQL variant is
-skipped, with it set a connection failure fails the test.
+SQLite is a file in the test's temporary directory. PostgreSQL databases come from the
+run's ``postgres_databases`` (tests/conftest.py): created next to the one
+``HALFMQ_TEST_POSTGRES_URL`` names and dropped at the end; with the variable unset the
+PostgreSQL variant is skipped, with it set a connection failure fails the test.
 """
 
 from __future__ import annotations
@@ -18,28 +18,16 @@ REPO_ROOT = Path(__file__).resolve().parents[2]
 if str(REPO_ROOT) not in sys.path:  # plain `pytest` does not put the repo root on sys.path
     sys.path.insert(0, str(REPO_ROOT))
 
-from tests.reliability.databases import RelPostgres, postgres_admin_url  # noqa: E402
+from tests.support.databases import PostgresDatabases  # noqa: E402
 from tests.support.broker_process import BrokerProcess  # noqa: E402
-
-
-@pytest.fixture(scope="session")
-def rel_postgres() -> Iterator[RelPostgres]:
-    admin_url = postgres_admin_url()
-    if admin_url is None:
-        pytest.skip("HALFMQ_TEST_POSTGRES_URL is not set")
-    databases = RelPostgres(admin_url)  # a connection failure here fails the test
-    try:
-        yield databases
-    finally:
-        databases.close()
 
 
 @pytest.fixture(params=["sqlite", "postgresql"])
 def rel_database_url(request: pytest.FixtureRequest, tmp_path: Path) -> str:
-    """An empty database of each kind; the broker migrates it on start."""
+    """An empty database of each kind (PostgreSQL: from the run's shared, migrated databases)."""
     if request.param == "sqlite":
         return f"sqlite:///{tmp_path}/broker.db"
-    databases: RelPostgres = request.getfixturevalue("rel_postgres")
+    databases: PostgresDatabases = request.getfixturevalue("postgres_databases")
     return databases.new()
 
 

@@ -16,7 +16,7 @@ from pathlib import Path
 import httpx
 import pytest
 
-from tests.reliability.databases import RelPostgres
+from tests.support.databases import PostgresDatabases
 from tests.support.broker_process import BrokerProcess
 
 pytestmark = pytest.mark.e2e
@@ -28,7 +28,7 @@ def broker(request: pytest.FixtureRequest, tmp_path_factory: pytest.TempPathFact
     if request.param == "sqlite":
         url = f"sqlite:///{path}/broker.db"
     else:
-        databases: RelPostgres = request.getfixturevalue("rel_postgres")
+        databases: PostgresDatabases = request.getfixturevalue("postgres_databases")
         url = databases.new()
     process = BrokerProcess(url, log_path=Path(path) / "broker.log")
     process.start()

@@ -17,7 +17,7 @@ from collections.abc import Callable
 import pytest
 
 from tests.reliability.chaos import CHAOS_SETTINGS, run_chaos
-from tests.reliability.databases import RelPostgres
+from tests.support.databases import PostgresDatabases
 from tests.support.broker_process import BrokerProcess
 
 pytestmark = pytest.mark.e2e
@@ -64,7 +64,7 @@ def test_chaos_long(
 @pytest.mark.slow
 @pytest.mark.timeout(1800)
 def test_chaos_two_brokers_on_postgresql(
-    rel_postgres: RelPostgres, start_broker: Callable[..., BrokerProcess], request: pytest.FixtureRequest
+    postgres_databases: PostgresDatabases, start_broker: Callable[..., BrokerProcess], request: pytest.FixtureRequest
 ) -> None:
     """The same workload through two broker processes on one PostgreSQL, killed in turn.
 
@@ -75,7 +75,7 @@ def test_chaos_two_brokers_on_postgresql(
     if not _long_enabled(request.config):
         pytest.skip("the long chaos run needs -m slow or HALFMQ_CHAOS_LONG=1")
     kills = int(os.environ.get("HALFMQ_CHAOS_KILLS", "20"))
-    url = rel_postgres.new()
+    url = postgres_databases.new()
     brokers = [start_broker(url, **CHAOS_SETTINGS) for _ in range(2)]
     report = run_chaos(brokers, kills=kills, workers=4, uptime=(2.0, 5.0), seed=int(os.environ.get("HALFMQ_CHAOS_SEED", "2")))
     with request.config.pluginmanager.get_plugin("capturemanager").global_and_fixture_disabled():  # type: ignore[union-attr]

@@ -15,14 +15,13 @@ import threading
 import time
 from collections.abc import Iterator
 from concurrent.futures import ThreadPoolExecutor
-from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
-from pathlib import Path
 from typing import Any
 
 import httpx
 import pytest
 
 from tests.support.broker_process import BrokerProcess
+from tests.support.callback_server import CallbackServer
 
 pytestmark = pytest.mark.e2e
 
@@ -221,53 +220,35 @@ class SlowListener:
     """A callback server that holds every back-check for a while and counts how many overlap."""
 
     def __init__(self, hold_seconds: float) -> None:
+        self.hold_seconds = hold_seconds
         self.lock = threading.Lock()
         self.in_flight: dict[str, int] = {}
         self.peak: dict[str, int] = {}
         self.total = 0
         self.total_peak = 0
         self.calls: list[str] = []
-        listener = self
+        self.server = CallbackServer(self._answer).start()
 
-        class Handler(BaseHTTPRequestHandler):
-            def do_POST(self) -> None:  # noqa: N802
-                check = json.loads(self.rfile.read(int(self.headers.get("content-length", 0))))
-                group = check["producer_group"]
-                with listener.lock:
-                    listener.calls.append(group)
-                    listener.in_flight[group] = listener.in_flight.get(group, 0) + 1
-                    listener.peak[group] = max(listener.peak.get(group, 0), listener.in_flight[group])
-                    listener.total += 1
-                    listener.total_peak = max(listener.total_peak, listener.total)
-                time.sleep(hold_seconds)
-                with listener.lock:
-                    listener.in_flight[group] -= 1
-                    listener.total -= 1
-                body = b'{"state": "COMMIT"}'
-                try:
-                    self.send_response(200)
-                    self.send_header("content-length", str(len(body)))
-                    self.end_headers()
-                    self.wfile.write(body)
-                except OSError:
-                    pass
-
-            def log_message(self, format: str, *args: Any) -> None:  # noqa: A002
-                pass
-
-        self.server = ThreadingHTTPServer(("127.0.0.1", 0), Handler)
-        self.server.daemon_threads = True
-        self.thread = threading.Thread(target=self.server.serve_forever, daemon=True)
-        self.thread.start()
+    def _answer(self, check: dict[str, Any]) -> str:
+        group = check["producer_group"]
+        with self.lock:
+            self.calls.append(group)
+            self.in_flight[group] = self.in_flight.get(group, 0) + 1
+            self.peak[group] = max(self.peak.get(group, 0), self.in_flight[group])
+            self.total += 1
+            self.total_peak = max(self.total_peak, self.total)
+        time.sleep(self.hold_seconds)
+        with self.lock:
+            self.in_flight[group] -= 1
+            self.total -= 1
+        return "COMMIT"
 
     @property
     def url(self) -> str:
-        return f"http://127.0.0.1:{self.server.server_address[1]}/"
+        return self.server.url
 
     def close(self) -> None:
-        self.server.shutdown()
-        self.server.server_close()
-        self.thread.join(10)
+        self.server.close()
 
 
 def test_back_checks_in_flight_are_bounded_per_group_and_overall(http: httpx.Client) -> None:

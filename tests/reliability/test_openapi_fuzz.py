@@ -29,7 +29,7 @@ from hypothesis.errors import Unsatisfiable
 from schemathesis import GenerationMode
 from schemathesis.checks import not_a_server_error
 
-from tests.reliability.databases import postgres_admin_url
+from tests.support.databases import postgres_admin_url
 from tests.support.broker_process import BrokerProcess
 
 pytestmark = pytest.mark.e2e
@@ -40,7 +40,7 @@ EXAMPLES = int(os.environ.get("HALFMQ_FUZZ_EXAMPLES", "8"))
 @pytest.fixture()
 def fuzzed_broker(request: pytest.FixtureRequest, tmp_path: Path) -> Iterator[BrokerProcess]:
     if postgres_admin_url() is not None:
-        database_url = request.getfixturevalue("rel_postgres").new()
+        database_url = request.getfixturevalue("postgres_databases").new()
     else:
         database_url = f"sqlite:///{tmp_path}/broker.db"
     process = BrokerProcess(

@@ -16,22 +16,20 @@
 from __future__ import annotations
 
 import itertools
-import json
 import re
 import threading
 import time
 from collections import Counter
 from collections.abc import Callable, Iterator
 from concurrent.futures import ThreadPoolExecutor
-from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
-from typing import Any
 
 import httpx
 import psycopg
 import pytest
 from sqlalchemy.engine import make_url
 
-from tests.reliability.databases import RelPostgres
+from tests.support.callback_server import CallbackServer
+from tests.support.databases import PostgresDatabases
 from tests.support.broker_process import BrokerProcess
 
 pytestmark = pytest.mark.e2e
@@ -45,49 +43,9 @@ SETTINGS: dict[str, object] = {
 LEADER_RE = re.compile(r"^halfmq_checker_leader (\S+)$", re.MULTILINE)
 
 
-class Listener:
-    """Answers every back-check COMMIT and remembers which messages it was asked about."""
-
-    def __init__(self) -> None:
-        self.asked: Counter[str] = Counter()
-        lock = threading.Lock()
-        asked = self.asked
-
-        class Handler(BaseHTTPRequestHandler):
-            def do_POST(self) -> None:  # noqa: N802
-                check = json.loads(self.rfile.read(int(self.headers.get("content-length", 0))))
-                with lock:
-                    asked[check["message_id"]] += 1
-                body = b'{"state": "COMMIT"}'
-                try:
-                    self.send_response(200)
-                    self.send_header("content-length", str(len(body)))
-                    self.end_headers()
-                    self.wfile.write(body)
-                except OSError:
-                    pass
-
-            def log_message(self, format: str, *args: Any) -> None:  # noqa: A002
-                pass
-
-        self.server = ThreadingHTTPServer(("127.0.0.1", 0), Handler)
-        self.server.daemon_threads = True
-        self.thread = threading.Thread(target=self.server.serve_forever, daemon=True)
-        self.thread.start()
-
-    @property
-    def url(self) -> str:
-        return f"http://127.0.0.1:{self.server.server_address[1]}/"
-
-    def close(self) -> None:
-        self.server.shutdown()
-        self.server.server_close()
-        self.thread.join(10)
-
-
 @pytest.fixture()
-def two_brokers(rel_postgres: RelPostgres, start_broker: Callable[..., BrokerProcess]) -> Iterator[tuple[BrokerProcess, BrokerProcess, str]]:
-    url = rel_postgres.new()
+def two_brokers(postgres_databases: PostgresDatabases, start_broker: Callable[..., BrokerProcess]) -> Iterator[tuple[BrokerProcess, BrokerProcess, str]]:
+    url = postgres_databases.new()
     # Started together: both migrate the empty database at once (an advisory lock serialises them).
     with ThreadPoolExecutor(2) as pool:
         a, b = pool.map(lambda _: start_broker(url, **SETTINGS), range(2))
@@ -111,7 +69,7 @@ def lease_holder(url: str) -> tuple[str, int] | None:
 
 def test_two_processes_share_one_database_without_sharing_offsets(two_brokers: tuple[BrokerProcess, BrokerProcess, str]) -> None:
     a, b, url = two_brokers
-    listener = Listener()
+    listener = CallbackServer(lambda _check: "COMMIT").start()
     clients = [httpx.Client(base_url=p.url, timeout=30) for p in (a, b)]
     try:
         ca, cb = clients
@@ -260,7 +218,7 @@ def test_two_processes_share_one_database_without_sharing_offsets(two_brokers: t
 
 def test_a_killed_checkers_lease_is_taken_over(two_brokers: tuple[BrokerProcess, BrokerProcess, str]) -> None:
     a, b, url = two_brokers
-    listener = Listener()
+    listener = CallbackServer(lambda _check: "COMMIT").start()
     clients = {a.pid: httpx.Client(base_url=a.url, timeout=30), b.pid: httpx.Client(base_url=b.url, timeout=30)}
     try:
         deadline = time.monotonic() + 10
@@ -305,7 +263,7 @@ def test_a_killed_checkers_lease_is_taken_over(two_brokers: tuple[BrokerProcess,
             if state == "COMMITTED" and txn_state == "TIMED_OUT":
                 break
             time.sleep(0.1)
-        assert state == "COMMITTED" and listener.asked[half["message_id"]] >= 1, (state, listener.asked)
+        assert state == "COMMITTED" and half["message_id"] in listener.checked_ids(), (state, listener.checked_ids())
         assert txn_state == "TIMED_OUT"
         print(f"lease taken over {took_over:.2f} s after the leader was killed")
     finally:

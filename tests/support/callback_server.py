@@ -52,13 +52,19 @@ class CallbackServer:
     def checked_ids(self) -> list[str]:
         return [check["message_id"] for check, _, _ in self.received]
 
-    def __enter__(self) -> CallbackServer:
+    def start(self) -> CallbackServer:
         self._thread.start()
         return self
+
+    def close(self) -> None:
+        self._server.shutdown()
+        self._server.server_close()
+        self._thread.join(5)
+
+    def __enter__(self) -> CallbackServer:
+        return self.start()
 
     def __exit__(
         self, exc_type: type[BaseException] | None, exc: BaseException | None, tb: TracebackType | None
     ) -> None:
-        self._server.shutdown()
-        self._server.server_close()
-        self._thread.join(5)
+        self.close()
