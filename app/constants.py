@@ -17,7 +17,6 @@ _RESERVED_PREFIXES = ("RMQ_SYS_", "__", CHECK_MAX_TOPIC)
 OP_REMOVE_TAG = "d"
 
 ISOLATION_READ_COMMITTED = "read_committed"
-ISOLATION_READ_UNCOMMITTED = "read_uncommitted"
 
 
 def is_system_topic(name: str) -> bool:

@@ -69,15 +69,13 @@ class Coordinator:
         def unit(conn: Connection) -> tuple[ProducerIdentity, set[PartitionKey]]:
             producer_id, epoch, known = producer_store.bump_transactional_producer(conn, transactional_id, timeout)
             touched: set[PartitionKey] = set()
-            ended: list[str] = []
             if known:
                 for txn in txn_store.unfinished_of_producer(conn, producer_id):
                     commit = txn.state is TxnState.PREPARE_COMMIT
                     if txn.state is TxnState.OPEN:
                         txn_store.transition(conn, txn.txn_id, TxnState.OPEN, TxnState.PREPARE_ABORT)
                     touched |= self._complete(conn, txn.txn_id, prepare_state(commit), timed_out=False)
-                    ended.append(txn.txn_id)
-            return ProducerIdentity(producer_id, epoch, transactional_id, ended), touched
+            return ProducerIdentity(producer_id, epoch, transactional_id), touched
 
         identity, touched = await self.store.write(unit)
         self.notifier.notify(touched)

@@ -3,10 +3,9 @@
 from __future__ import annotations
 
 import time
-from dataclasses import dataclass, field
-from typing import Any
+from dataclasses import dataclass
 
-from app.storage.schema import CONTROL_NONE, VALUE_BINARY
+from app.storage.schema import CONTROL_NONE
 
 
 def now_ms() -> int:
@@ -30,10 +29,6 @@ class Record:
     headers: str | None  # JSON object text, None when there are none
     timestamp: int
     properties: str | None = None
-
-    @property
-    def is_binary(self) -> bool:
-        return self.value_kind == VALUE_BINARY
 
 
 @dataclass(frozen=True, slots=True)
@@ -109,7 +104,4 @@ class ProducerIdentity:
     producer_id: int
     producer_epoch: int
     transactional_id: str | None = None
-    aborted_txn_ids: list[str] = field(default_factory=list)
 
-
-JsonValue = Any

@@ -21,14 +21,6 @@ def need_discard(half: HalfMessage, check_max: int) -> bool:
     return half.check_times >= check_max
 
 
-def is_immune(half: HalfMessage, now_ms: int, transaction_timeout_ms: int) -> bool:
-    """Too young to check: within the transaction timeout or its own check immunity.
-
-    An immune message is skipped without spending a check (RocketMQ #8311 spent them).
-    """
-    return now_ms < half.born_timestamp + max(transaction_timeout_ms, half.check_immunity_ms)
-
-
 def check_payload(candidate: CheckCandidate) -> dict[str, Any]:
     half, message = candidate.half, candidate.message
     payload: dict[str, Any] = {

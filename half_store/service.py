@@ -35,6 +35,7 @@ from half_store.records import (
     PROPERTY_UNIQUE_KEY,
     HalfMessage,
     Listener,
+    first_check_at,
 )
 from half_store.states import HalfState, repeats
 from half_store.store import ResolutionConflict
@@ -113,7 +114,7 @@ class HalfMessageService:
                 born,
                 immunity_ms,
                 0,
-                born + max(self.transaction_timeout_ms, immunity_ms),
+                first_check_at(born, self.transaction_timeout_ms, immunity_ms),
             )
             store.insert_half(conn, half, topic.topic_id)  # a racing identical prepare: ResolutionConflict
             return Prepared(half, created=True)

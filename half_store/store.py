@@ -184,11 +184,6 @@ def insert_resolution(
 # -- retention -----------------------------------------------------------------------------
 
 
-def oldest_unresolved_half_offset(conn: Connection) -> int | None:
-    value = conn.execute(select(func.min(half_messages.c.half_offset)).where(half_messages.c.next_check_at.isnot(None))).scalar()
-    return None if value is None else int(value)
-
-
 def purge_resolved(conn: Connection, resolved_before: int, limit: int) -> int:
     """Forget resolutions older than the retention (their log entries go with truncation)."""
     expired = select(half_resolutions.c.message_id).where(half_resolutions.c.resolved_at < resolved_before).limit(limit)

@@ -11,7 +11,7 @@ from __future__ import annotations
 
 import functools
 from collections import defaultdict
-from collections.abc import Iterable, Sequence
+from collections.abc import Sequence
 from dataclasses import dataclass
 
 from sqlalchemy import Connection, bindparam, func, insert, select, tuple_, update
@@ -345,8 +345,3 @@ def truncate_before(conn: Connection, topic: Topic, partition: int, offset: int)
         .values(log_start_offset=offset)
     )
     return int(removed or 0)
-
-
-def topic_ids(conn: Connection, names: Iterable[str]) -> dict[str, int]:
-    rows = conn.execute(select(topics.c.name, topics.c.topic_id).where(topics.c.name.in_(list(names))))
-    return {name: int(topic_id) for name, topic_id in rows}

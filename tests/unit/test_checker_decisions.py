@@ -5,8 +5,8 @@ from __future__ import annotations
 import hashlib
 import hmac
 
-from checker.decisions import is_immune, need_discard, parse_answer, signature
-from half_store.records import HalfMessage
+from checker.decisions import need_discard, parse_answer, signature
+from half_store.records import HalfMessage, first_check_at
 
 
 def half(check_times: int = 0, born: int = 1_000, immunity_ms: int = 0) -> HalfMessage:
@@ -19,9 +19,9 @@ def test_need_discard_after_check_max_checks() -> None:
 
 
 def test_immunity_is_the_longer_of_timeout_and_check_immunity() -> None:
-    assert is_immune(half(born=1_000), now_ms=6_999, transaction_timeout_ms=6_000)
-    assert not is_immune(half(born=1_000), now_ms=7_000, transaction_timeout_ms=6_000)
-    assert is_immune(half(born=1_000, immunity_ms=60_000), now_ms=30_000, transaction_timeout_ms=6_000)
+    assert 6_999 < first_check_at(1_000, transaction_timeout_ms=6_000, check_immunity_ms=0)
+    assert not 7_000 < first_check_at(1_000, transaction_timeout_ms=6_000, check_immunity_ms=0)
+    assert 30_000 < first_check_at(1_000, transaction_timeout_ms=6_000, check_immunity_ms=60_000)
 
 
 def test_signature_is_hmac_sha256_of_the_raw_body() -> None:
