@@ -1,18 +1,26 @@
-"""The services of one broker process, wired together (what routes and jobs use)."""
+"""The services of one broker, wired together, and their lifecycle (what routes and jobs use)."""
 
 from __future__ import annotations
 
+import logging
+from collections.abc import AsyncIterator
+from contextlib import asynccontextmanager
 from dataclasses import dataclass
 
-from app.api.encoding import MessageLimits
 from app.coordinator import Coordinator
+from app.errors import StorageUnavailable
 from app.log_service import LogService
+from app.metrics import LONG_POLL_WAITERS, core_metrics
 from app.notifier import PartitionNotifier
 from app.settings import Settings
 from app.storage.database import open_database
+from app.storage.migrate import upgrade
 from app.storage.store import Store
+from checker.jobs import BackgroundJobs
 from checker.polling import CheckPolling
 from half_store.service import HalfMessageService
+
+log = logging.getLogger(__name__)
 
 
 @dataclass
@@ -23,20 +31,55 @@ class Broker:
     coordinator: Coordinator
     halves: HalfMessageService
     polling: CheckPolling
-    limits: MessageLimits
 
     @classmethod
     def open(cls, settings: Settings) -> Broker:
         store = Store(open_database(settings.database_url, sqlite_synchronous=settings.sqlite_synchronous))
         notifier = PartitionNotifier(settings.max_long_poll_waiters)
-        log = LogService(store, notifier)
-        halves = HalfMessageService(log, settings.transaction_timeout_seconds)
+        log_service = LogService(store, notifier)
+        halves = HalfMessageService(log_service, settings.transaction_timeout_seconds)
         return cls(
             settings=settings,
             store=store,
-            log=log,
-            coordinator=Coordinator(log, settings),
+            log=log_service,
+            coordinator=Coordinator(log_service, settings),
             halves=halves,
             polling=CheckPolling(halves, settings, notifier),
-            limits=MessageLimits(settings.max_message_bytes, settings.max_header_count, settings.max_header_bytes),
         )
+
+    async def ready(self) -> bool:
+        """Whether the database answers."""
+        try:
+            await self.store.ping()
+        except StorageUnavailable:
+            return False
+        return True
+
+    async def metrics(self) -> bytes:
+        """The core's metrics in Prometheus text format."""
+        LONG_POLL_WAITERS.set(self.log.notifier.waiting)
+        return core_metrics()
+
+
+@asynccontextmanager
+async def running_broker(settings: Settings) -> AsyncIterator[Broker]:
+    """A started broker: schema migrated, writer running, crash recovery done, background jobs on."""
+    broker = Broker.open(settings)
+    try:
+        if settings.migrate_on_start:
+            upgrade(broker.store.database.writer)
+        broker.store.start()
+        broker.store.ensure_system_topics()
+        recovered = await broker.coordinator.complete_prepared()
+        if recovered:
+            log.info("completed %d transactions left prepared by a crash", recovered)
+        jobs = BackgroundJobs(broker.store, broker.halves, broker.coordinator, settings)
+        if settings.run_checker:
+            jobs.start()
+        try:
+            yield broker
+        finally:
+            if settings.run_checker:
+                await jobs.close()
+    finally:
+        broker.store.close()

@@ -116,3 +116,8 @@ class InternalError(BrokerError):
 
 class InvalidTransactionTimeout(BrokerError):
     status, code = 400, "INVALID_TRANSACTION_TIMEOUT"
+
+
+def bad_unicode() -> ValidationFailed:
+    """A string that cannot be encoded: lone surrogates, which JSON allows and storage does not."""
+    return ValidationFailed("strings must be valid Unicode (no lone surrogates)")

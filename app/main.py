@@ -2,46 +2,41 @@
 
 from __future__ import annotations
 
-import logging
+import sys
 from collections.abc import AsyncIterator
 from contextlib import asynccontextmanager
 
 from fastapi import FastAPI
 
 from app.api import half_routes, log_routes, ops_routes, txn_routes
+from app.api.encoding import MessageLimits
 from app.api.errors import install_error_handlers
 from app.api.middleware import BodyLimitMiddleware, MetricsMiddleware
-from app.broker import Broker
 from app.settings import Settings
-from app.storage.migrate import upgrade
-from checker.jobs import BackgroundJobs
-
-log = logging.getLogger(__name__)
 
 
 def create_app(settings: Settings | None = None) -> FastAPI:
+    """The broker's HTTP app: its services in a core process of their own, or in this one."""
     settings = settings or Settings()
 
     @asynccontextmanager
     async def lifespan(app: FastAPI) -> AsyncIterator[None]:
-        broker = Broker.open(settings)
-        if settings.migrate_on_start:
-            upgrade(broker.store.database.writer)
-        broker.store.start()
-        broker.store.ensure_system_topics()
-        recovered = await broker.coordinator.complete_prepared()
-        if recovered:
-            log.info("completed %d transactions left prepared by a crash", recovered)
-        app.state.broker = broker
-        jobs = BackgroundJobs(broker.store, broker.halves, broker.coordinator, settings)
-        if settings.run_checker:
-            jobs.start()
-        try:
-            yield
-        finally:
-            if settings.run_checker:
-                await jobs.close()
-            broker.store.close()
+        sys.setswitchinterval(settings.gil_switch_interval_ms / 1000)
+        if settings.core_process:
+            from app.core.link import CoreLink, RemoteBroker
+
+            link = await CoreLink.start(settings)
+            app.state.broker = RemoteBroker(settings, link)
+            try:
+                yield
+            finally:
+                await link.close()
+        else:
+            from app.broker import running_broker
+
+            async with running_broker(settings) as broker:
+                app.state.broker = broker
+                yield
 
     app = FastAPI(
         title="halfmq",
@@ -49,6 +44,7 @@ def create_app(settings: Settings | None = None) -> FastAPI:
         summary="Transactional message broker: RocketMQ-style half messages and Kafka/Pulsar-style transactions.",
         lifespan=lifespan,
     )
+    app.state.limits = MessageLimits.of(settings)
     install_error_handlers(app)
     app.include_router(log_routes.router)
     app.include_router(txn_routes.router)

@@ -61,6 +61,8 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--soak", type=float, default=0.0, metavar="SECONDS", help="also run a mixed-load RSS soak this long (on the first --db)")
     parser.add_argument("--soak-only", action="store_true", help="run only the soak and add it to the existing --output file")
     parser.add_argument("--profile", type=Path, default=None, metavar="DIR", help="py-spy record the broker during each halfmq scenario into DIR (slows it down)")
+    parser.add_argument("--only", default=None, metavar="KEYS",
+                        help="comma-separated scenario keys to run (" + "produce-1, produce-100, produce-1000, pairs, notxn, txn, fetch" + "); default all")
     parser.add_argument("--no-checker", action="store_true", help="start the broker with HALFMQ_RUN_CHECKER=false")
     parser.add_argument("--output", type=Path, default=None, help="write the results as JSON (e.g. docs/benchmarks.json)")
     parser.add_argument("--broker-root", type=Path, default=None, metavar="DIR",
@@ -72,6 +74,7 @@ def main(argv: list[str] | None = None) -> int:
         sys.path.insert(0, str(args.broker_root.resolve()))
     from bench import peers, procs, report, scenarios
 
+    specs = scenarios.select(args.only)
     if args.duration < 1:
         parser.error("--duration must be at least 1 second")
 
@@ -110,7 +113,7 @@ def main(argv: list[str] | None = None) -> int:
         scenarios.warm_up(ceiling)
         rows += scenarios.client_check(ceiling, args.duration)
         for db in dbs:
-            db_rows, meta = scenarios.run_database(db, ceiling, args.duration, args.profile, broker_settings)
+            db_rows, meta = scenarios.run_database(db, ceiling, args.duration, args.profile, broker_settings, specs)
             rows += db_rows
             results["databases"][db] = meta
     finally:

@@ -24,8 +24,27 @@ def free_port() -> int:
         return int(sock.getsockname()[1])
 
 
-def rss_mb(pid: int) -> float:
-    """Resident set size of ``pid`` in MiB (VmRSS), 0 if it is gone."""
+def process_tree(pid: int) -> list[int]:
+    """``pid`` and its descendants (the broker's core process is a child of its HTTP front)."""
+    parents: dict[int, list[int]] = {}
+    for entry in os.listdir("/proc"):
+        if not entry.isdigit():
+            continue
+        try:
+            with open(f"/proc/{entry}/stat") as stat:
+                parent = int(stat.read().rsplit(")", 1)[1].split()[1])
+        except (OSError, IndexError, ValueError):
+            continue
+        parents.setdefault(parent, []).append(int(entry))
+    tree, todo = [], [pid]
+    while todo:
+        current = todo.pop()
+        tree.append(current)
+        todo.extend(parents.get(current, []))
+    return tree
+
+
+def _own_rss_mb(pid: int) -> float:
     try:
         with open(f"/proc/{pid}/status") as status:
             for line in status:
@@ -34,6 +53,11 @@ def rss_mb(pid: int) -> float:
     except OSError:
         pass
     return 0.0
+
+
+def rss_mb(pid: int) -> float:
+    """Resident set size of ``pid`` and its descendants in MiB (sum of VmRSS), 0 if it is gone."""
+    return sum(_own_rss_mb(p) for p in process_tree(pid))
 
 
 class Server:
@@ -136,14 +160,18 @@ def ceiling_app() -> Server:
     return Server([sys.executable, "-m", "bench.ceiling_app", "--port", str(port)], env, port, "ceiling")
 
 
-def cpu_seconds(pid: int) -> float:
-    """utime + stime of ``pid`` (all its threads) in seconds."""
+def _own_cpu_seconds(pid: int) -> float:
     try:
         with open(f"/proc/{pid}/stat") as stat:
             fields = stat.read().rsplit(")", 1)[1].split()
         return (int(fields[11]) + int(fields[12])) / os.sysconf("SC_CLK_TCK")
     except (OSError, IndexError, ValueError):
         return 0.0
+
+
+def cpu_seconds(pid: int) -> float:
+    """utime + stime of ``pid`` and its descendants (all their threads) in seconds."""
+    return sum(_own_cpu_seconds(p) for p in process_tree(pid))
 
 
 def machine_busy() -> tuple[float, float]:

@@ -75,6 +75,17 @@ SPECS = [
 CLIENT_CHECK = Spec("client-check", "produce 1 msg/request (client check)", "chain", 64, "req/s", 1, chain="single")
 
 
+def select(keys: str | None) -> list[Spec]:
+    """The scenarios named in ``keys`` (comma-separated), in table order; all of them for None."""
+    if not keys:
+        return list(SPECS)
+    wanted = {key.strip() for key in keys.split(",") if key.strip()}
+    unknown = wanted - {spec.key for spec in SPECS}
+    if unknown:
+        raise SystemExit(f"unknown scenario keys: {', '.join(sorted(unknown))}")
+    return [spec for spec in SPECS if spec.key in wanted]
+
+
 def log(message: str) -> None:
     print(f"[bench {time.strftime('%H:%M:%S')}] {message}", flush=True)
 
@@ -246,7 +257,9 @@ def versions(kind: str) -> str:
 # -- one database -----------------------------------------------------------------------------
 
 
-def run_database(kind: str, ceiling: procs.Server, duration: float, profile_dir: Path | None, broker_settings: dict[str, Any]) -> tuple[list[Row], dict[str, Any]]:
+def run_database(
+    kind: str, ceiling: procs.Server, duration: float, profile_dir: Path | None, broker_settings: dict[str, Any], specs: list[Spec] = SPECS
+) -> tuple[list[Row], dict[str, Any]]:
     rows: list[Row] = []
     meta: dict[str, Any] = {"version": versions(kind)}
 
@@ -270,7 +283,7 @@ def run_database(kind: str, ceiling: procs.Server, duration: float, profile_dir:
             meta["rss_idle_mb"] = round(procs.rss_mb(broker.pid), 1)
             warm_up(broker)
             warm_up(ceiling)
-            for spec in SPECS:
+            for spec in specs:
                 high = fetchable_high(broker.url) if spec.kind == "wrk-fetch" else 0
                 # Alternate ceiling and broker in ROUNDS halves so drifting background load hits both alike.
                 on_ceiling, on_broker = [], []

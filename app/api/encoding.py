@@ -20,6 +20,7 @@ from starlette.responses import Response
 from app.api.models import MessageIn
 from app.domain import Record, StoredMessage, now_ms
 from app.errors import InvalidRequest, MessageTooLarge, ValidationFailed
+from app.settings import Settings
 from app.storage.schema import VALUE_BINARY, VALUE_JSON
 
 
@@ -28,6 +29,10 @@ class MessageLimits:
     max_message_bytes: int
     max_header_count: int
     max_header_bytes: int
+
+    @classmethod
+    def of(cls, settings: Settings) -> MessageLimits:
+        return cls(settings.max_message_bytes, settings.max_header_count, settings.max_header_bytes)
 
 
 class JsonResponse(Response):

@@ -11,7 +11,15 @@ from starlette.exceptions import HTTPException as StarletteHTTPException
 from starlette.responses import Response
 
 from app.api.encoding import JsonResponse
-from app.errors import BrokerError, InternalError, InvalidRequest, MethodNotAllowed, RouteNotFound, ValidationFailed
+from app.errors import (
+    BrokerError,
+    InternalError,
+    InvalidRequest,
+    MethodNotAllowed,
+    RouteNotFound,
+    ValidationFailed,
+    bad_unicode,
+)
 
 log = logging.getLogger(__name__)
 
@@ -58,7 +66,7 @@ def install_error_handlers(app: FastAPI) -> None:
 
     @app.exception_handler(UnicodeError)
     async def _bad_unicode(_request: Request, _error: UnicodeError) -> Response:
-        return error_response(ValidationFailed("strings must be valid Unicode (no lone surrogates)"))
+        return error_response(bad_unicode())
 
     @app.exception_handler(Exception)
     async def _unexpected(_request: Request, error: Exception) -> Response:

@@ -9,7 +9,7 @@ from pydantic import AnyHttpUrl, BaseModel, Field
 from starlette.responses import Response
 
 from app.api.encoding import JsonResponse, to_record
-from app.api.log_routes import ERRORS, broker_of
+from app.api.log_routes import ERRORS, broker_of, limits_of
 from app.api.models import NO_NUL, GroupName, Identifier, MessageIn, TopicName
 from app.domain import now_ms
 from app.errors import InvalidRequest
@@ -99,7 +99,7 @@ async def prepare(body: HalfMessageIn, request: Request) -> Response:
     prepared = await broker.halves.prepare(
         body.topic,
         body.producer_group,
-        to_record(body, broker.limits),
+        to_record(body, limits_of(request)),
         partition=body.partition,
         transaction_id=body.transaction_id,
         check_immunity_seconds=body.check_immunity_seconds,
@@ -162,5 +162,5 @@ async def poll_checks(
     broker = broker_of(request)
     if max_wait_ms > broker.settings.max_fetch_wait_ms:
         raise InvalidRequest(f"max_wait_ms is limited to {broker.settings.max_fetch_wait_ms}")
-    checks = await broker.polling.poll(group, instance_id, max_wait_ms, max_checks, request.is_disconnected)
+    checks = await broker.polling.poll(group, instance_id, max_wait_ms, max_checks, client_gone=request.is_disconnected)
     return JsonResponse({"checks": checks})

@@ -7,7 +7,7 @@ from typing import Annotated
 from fastapi import APIRouter, Path, Query, Request
 from starlette.responses import Response
 
-from app.api.encoding import JsonResponse, message_json, to_record
+from app.api.encoding import JsonResponse, MessageLimits, message_json, to_record
 from app.api.models import (
     NO_NUL,
     ErrorResponse,
@@ -25,7 +25,7 @@ from app.api.models import (
     TopicList,
     TopicSummary,
 )
-from app.broker import Broker
+from app.handle import BrokerHandle
 from app.constants import TOPIC_NAME_PATTERN
 from app.domain import OffsetCommit, ProducerStamp
 from app.errors import InvalidRequest
@@ -41,8 +41,12 @@ PartitionPath = Annotated[int, Path(ge=0, le=2**31 - 1)]
 GroupPath = Annotated[str, Path(min_length=1, max_length=255, pattern=NO_NUL)]
 
 
-def broker_of(request: Request) -> Broker:
+def broker_of(request: Request) -> BrokerHandle:
     return request.app.state.broker  # type: ignore[no-any-return]
+
+
+def limits_of(request: Request) -> MessageLimits:
+    return request.app.state.limits  # type: ignore[no-any-return]
 
 
 @router.post("/topics", status_code=201, response_model=TopicSummary, tags=["topics"])
@@ -80,7 +84,7 @@ async def describe_topic(topic: TopicPath, request: Request) -> Response:
 async def produce(topic: TopicPath, body: ProduceRequest, request: Request) -> Response:
     broker = broker_of(request)
     check_batch_size(broker, len(body.messages))
-    routed = [RoutedRecord(to_record(m, broker.limits), m.partition) for m in body.messages]
+    routed = [RoutedRecord(to_record(m, limits_of(request)), m.partition) for m in body.messages]
     offsets = await broker.log.produce(topic, routed)
     MESSAGES_IN.labels(topic).inc(len(offsets))
     return JsonResponse({"offsets": [{"partition": p, "offset": o} for p, o in offsets]})
@@ -96,7 +100,7 @@ async def produce_to_partition(
         raise InvalidRequest(f"a message names another partition than {partition}")
     if body.base_sequence is not None and body.producer_id is None:
         raise InvalidRequest("base_sequence needs producer_id and producer_epoch")
-    records = [to_record(m, broker.limits) for m in body.messages]
+    records = [to_record(m, limits_of(request)) for m in body.messages]
     stamp = ProducerStamp(body.producer_id, body.producer_epoch, body.base_sequence, body.txn_id)
     if body.txn_id is not None:
         result = await broker.coordinator.produce(topic, partition, records, stamp)
@@ -172,6 +176,6 @@ async def get_group_offsets(group: GroupPath, request: Request) -> Response:
     )
 
 
-def check_batch_size(broker: Broker, count: int) -> None:
+def check_batch_size(broker: BrokerHandle, count: int) -> None:
     if count > broker.settings.max_batch_messages:
         raise InvalidRequest(f"{count} messages in one request is over the limit of {broker.settings.max_batch_messages}")

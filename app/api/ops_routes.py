@@ -3,14 +3,12 @@
 from __future__ import annotations
 
 from fastapi import APIRouter, Request
-from prometheus_client import CONTENT_TYPE_LATEST, generate_latest
-from sqlalchemy import text
+from prometheus_client import CONTENT_TYPE_LATEST
 from starlette.responses import Response
 
 from app.api.encoding import JsonResponse
 from app.api.log_routes import broker_of
-from app.errors import StorageUnavailable
-from app.metrics import LONG_POLL_WAITERS
+from app.metrics import front_metrics
 
 router = APIRouter(tags=["operations"])
 
@@ -22,14 +20,11 @@ async def healthz() -> Response:
 
 @router.get("/readyz")
 async def readyz(request: Request) -> Response:
-    try:
-        await broker_of(request).store.read(lambda conn: conn.execute(text("SELECT 1")).scalar())
-    except StorageUnavailable:
+    if not await broker_of(request).ready():
         return JsonResponse({"status": "unavailable"}, status_code=503)
     return JsonResponse({"status": "ready"})
 
 
 @router.get("/metrics")
 async def metrics(request: Request) -> Response:
-    LONG_POLL_WAITERS.set(broker_of(request).log.notifier.waiting)
-    return Response(generate_latest(), media_type=CONTENT_TYPE_LATEST)
+    return Response(front_metrics() + await broker_of(request).metrics(), media_type=CONTENT_TYPE_LATEST)

@@ -7,7 +7,7 @@ from collections.abc import Callable, Sequence
 from typing import TypeVar
 
 import anyio
-from sqlalchemy import Connection
+from sqlalchemy import Connection, text
 from sqlalchemy.exc import DataError, OperationalError
 
 from app.constants import SYSTEM_TOPICS
@@ -56,6 +56,10 @@ class Store:
 
     async def read(self, query: Callable[[Connection], T]) -> T:
         return await anyio.to_thread.run_sync(self.read_sync, query)
+
+    async def ping(self) -> None:
+        """Raise :class:`StorageUnavailable` unless the database answers a query."""
+        await self.read(lambda conn: conn.execute(text("SELECT 1")).scalar())
 
     def read_sync(self, query: Callable[[Connection], T]) -> T:
         try:

@@ -17,6 +17,7 @@ def make_settings(database_url: str, **overrides: Any) -> Settings:
     values: dict[str, Any] = {
         "database_url": database_url,
         "run_checker": False,  # tests drive the jobs themselves
+        "core_process": False,  # in this process, so tests can reach the services (test_core_process runs both)
         "transaction_timeout_seconds": 0,
         "check_interval_seconds": 0.2,
         "check_max": 3,

@@ -81,6 +81,23 @@ class BrokerProcess:
         self.wait_ready(timeout)
         return self
 
+    @property
+    def returncode(self) -> int | None:
+        assert self._process is not None, "broker not started"
+        return self._process.poll()
+
+    def children(self) -> list[int]:
+        """The broker's child processes (its core process, unless ``core_process=false``)."""
+        found = []
+        for entry in Path("/proc").iterdir():
+            try:
+                stat = (entry / "stat").read_text()
+            except (OSError, ValueError):
+                continue
+            if entry.name.isdigit() and int(stat.rsplit(")", 1)[1].split()[1]) == self.pid:
+                found.append(int(entry.name))
+        return found
+
     def log_tail(self, chars: int = 4000) -> str:
         return self.log_path.read_text(errors="replace")[-chars:]
 

@@ -1,0 +1,5 @@
+"""``python -m app.core``: the core process, started by the HTTP front (not by hand)."""
+
+from app.core.server import main
+
+main()

@@ -1,0 +1,166 @@
+"""The HTTP front's side of the core: start it, call it, and a broker proxy for the routes."""
+
+from __future__ import annotations
+
+import asyncio
+import itertools
+import logging
+import os
+import signal
+import socket
+import subprocess
+import sys
+from collections.abc import Awaitable, Callable
+from typing import TYPE_CHECKING, Any, cast
+
+from app.core.protocol import CALL, EXPOSED, GONE, PARENT_ENV, READY, SETTINGS_ENV, SOCKET_FD_ENV, encode, read_frame
+from app.errors import StorageUnavailable
+from app.settings import Settings
+
+if TYPE_CHECKING:
+    from app.coordinator import Coordinator
+    from app.log_service import LogService
+    from checker.polling import CheckPolling
+    from half_store.service import HalfMessageService
+
+log = logging.getLogger(__name__)
+
+# How often a call that waits (long poll) asks whether its HTTP client is still there.
+CLIENT_RECHECK_SECONDS = 0.25
+STOP_TIMEOUT_SECONDS = 30.0
+
+Reply = tuple[bool, Any]
+
+
+class CoreLink:
+    """One core process and the connection to it; calls are multiplexed by id."""
+
+    def __init__(self, process: subprocess.Popen[bytes], reader: asyncio.StreamReader, writer: asyncio.StreamWriter) -> None:
+        self._process = process
+        self._reader = reader
+        self._writer = writer
+        self._ids = itertools.count()
+        self._pending: dict[int, asyncio.Future[Reply]] = {}
+        self._closing = False
+        self._lost = False
+        self._reading = asyncio.create_task(self._read())
+
+    @classmethod
+    async def start(cls, settings: Settings) -> CoreLink:
+        """Start the core and wait until it has migrated, recovered and is answering."""
+        front_end, core_end = socket.socketpair()
+        env = dict(os.environ)
+        env.update({SETTINGS_ENV: settings.model_dump_json(), SOCKET_FD_ENV: str(core_end.fileno()), PARENT_ENV: str(os.getpid())})
+        process = subprocess.Popen([sys.executable, "-m", "app.core"], env=env, pass_fds=(core_end.fileno(),))
+        core_end.close()
+        reader, writer = await asyncio.open_unix_connection(sock=front_end)
+        if await read_frame(reader) != (READY,):
+            writer.close()
+            code = await asyncio.to_thread(process.wait)
+            raise RuntimeError(f"the broker's core process exited during start-up (exit code {code}); see its log above")
+        return cls(process, reader, writer)
+
+    async def call(self, service: str, method: str, args: tuple[Any, ...], kwargs: dict[str, Any]) -> Any:
+        """``service.method(*args, **kwargs)`` in the core; its errors are raised here."""
+        if self._lost:
+            raise StorageUnavailable("the broker's core process has stopped")
+        client_gone: Callable[[], Awaitable[bool]] | None = kwargs.pop("client_gone", None)
+        call_id = next(self._ids)
+        reply: asyncio.Future[Reply] = asyncio.get_running_loop().create_future()
+        self._pending[call_id] = reply
+        try:
+            self._writer.write(encode((CALL, call_id, service, method, args, kwargs, client_gone is not None)))
+            await self._writer.drain()
+            ok, value = await (reply if client_gone is None else self._watching(call_id, reply, client_gone))
+        except asyncio.CancelledError:
+            self._send_gone(call_id)
+            raise
+        finally:
+            self._pending.pop(call_id, None)
+        if not ok:
+            raise value
+        return value
+
+    async def _watching(self, call_id: int, reply: asyncio.Future[Reply], client_gone: Callable[[], Awaitable[bool]]) -> Reply:
+        """Wait for the reply; tell the core if the HTTP client goes away meanwhile, so it stops waiting."""
+        told = False
+        while True:
+            done, _ = await asyncio.wait({reply}, timeout=CLIENT_RECHECK_SECONDS)
+            if done:
+                return reply.result()
+            if not told and await client_gone():
+                self._send_gone(call_id)
+                told = True
+
+    def _send_gone(self, call_id: int) -> None:
+        if not self._lost:
+            self._writer.write(encode((GONE, call_id)))
+
+    async def _read(self) -> None:
+        try:
+            while (message := await read_frame(self._reader)) is not None:
+                call_id, ok, value = message
+                reply = self._pending.get(call_id)
+                if reply is not None and not reply.done():
+                    reply.set_result((ok, value))
+        finally:
+            self._lost = True
+            gone = StorageUnavailable("the broker's core process has stopped")
+            for reply in self._pending.values():
+                if not reply.done():
+                    reply.set_result((False, gone))
+            if not self._closing:
+                # A broker without its core cannot serve; stop, so that a supervisor restarts both.
+                log.critical("the broker's core process stopped (exit code %s); shutting down", self._process.poll())
+                os.kill(os.getpid(), signal.SIGTERM)
+
+    async def close(self) -> None:
+        """Stop the core gracefully: it commits what is queued, stops its jobs and exits."""
+        self._closing = True
+        self._writer.close()
+        try:
+            await asyncio.wait_for(asyncio.to_thread(self._process.wait), STOP_TIMEOUT_SECONDS)
+        except asyncio.TimeoutError:
+            log.error("the broker's core process did not stop in %.0f s; killing it", STOP_TIMEOUT_SECONDS)
+            self._process.kill()
+            await asyncio.to_thread(self._process.wait)
+        self._reading.cancel()
+
+
+class _ServiceProxy:
+    """Stands in for one of the core's services: each exposed method becomes a call."""
+
+    def __init__(self, link: CoreLink, service: str) -> None:
+        self._link = link
+        self._service = service
+
+    def __getattr__(self, method: str) -> Callable[..., Awaitable[Any]]:
+        if method not in EXPOSED[self._service]:
+            raise AttributeError(f"{self._service}.{method} is not exposed by the core")
+
+        async def call(*args: Any, **kwargs: Any) -> Any:
+            return await self._link.call(self._service, method, args, kwargs)
+
+        return call
+
+
+class RemoteBroker:
+    """What the routes use when the services run in the core process (see :class:`app.broker.Broker`)."""
+
+    def __init__(self, settings: Settings, link: CoreLink) -> None:
+        self.settings = settings
+        self._link = link
+        # The proxies have the services' exposed methods, with the same signatures and errors.
+        self.log = cast("LogService", _ServiceProxy(link, "log"))
+        self.coordinator = cast("Coordinator", _ServiceProxy(link, "coordinator"))
+        self.halves = cast("HalfMessageService", _ServiceProxy(link, "halves"))
+        self.polling = cast("CheckPolling", _ServiceProxy(link, "polling"))
+
+    async def ready(self) -> bool:
+        try:
+            return bool(await self._link.call("broker", "ready", (), {}))
+        except StorageUnavailable:
+            return False
+
+    async def metrics(self) -> bytes:
+        return cast(bytes, await self._link.call("broker", "metrics", (), {}))

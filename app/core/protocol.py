@@ -1,0 +1,64 @@
+"""Frames between the HTTP front and the core: a 4-byte length, then a pickle.
+
+Pickle, because the payloads are the services' own dataclasses and errors, and both
+ends are the same code base on the same machine, joined by an unnamed socket pair that
+no other process can reach.
+
+front -> core: ``(CALL, call_id, service, method, args, kwargs, watches_client)``
+and ``(GONE, call_id)`` once the HTTP client of a waiting call has gone away.
+core -> front: ``(READY,)`` once started, then ``(call_id, ok, result_or_error)``.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import pickle
+import struct
+from typing import Any
+
+# How the front hands the core its settings, its end of the socket pair and its own pid.
+SETTINGS_ENV = "HALFMQ_CORE_SETTINGS"
+SOCKET_FD_ENV = "HALFMQ_CORE_FD"
+PARENT_ENV = "HALFMQ_CORE_PARENT"
+
+CALL = "call"
+GONE = "gone"
+READY = "ready"
+
+# What the front may call, by service: the methods the routes use, nothing else.
+EXPOSED: dict[str, frozenset[str]] = {
+    "log": frozenset(
+        {
+            "create_topic",
+            "list_topics",
+            "describe",
+            "produce",
+            "produce_idempotent",
+            "fetch",
+            "commit_group_offsets",
+            "group_offsets",
+        }
+    ),
+    "coordinator": frozenset({"init_producer", "produce", "begin", "describe", "add_offsets", "end"}),
+    "halves": frozenset({"prepare", "commit", "rollback", "get", "list", "register_listener", "remove_listener"}),
+    "polling": frozenset({"poll"}),
+    "broker": frozenset({"ready", "metrics"}),
+}
+
+_LENGTH = struct.Struct("!I")
+
+
+def encode(message: tuple[Any, ...]) -> bytes:
+    body = pickle.dumps(message, protocol=pickle.HIGHEST_PROTOCOL)
+    return _LENGTH.pack(len(body)) + body
+
+
+async def read_frame(reader: asyncio.StreamReader) -> tuple[Any, ...] | None:
+    """The next message, or None once the other end has closed."""
+    try:
+        (length,) = _LENGTH.unpack(await reader.readexactly(_LENGTH.size))
+        body = await reader.readexactly(length)
+    except (asyncio.IncompleteReadError, ConnectionError):
+        return None
+    message: tuple[Any, ...] = pickle.loads(body)
+    return message

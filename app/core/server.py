@@ -1,0 +1,140 @@
+"""The core process: the broker's services, writer and background jobs, called by the HTTP front.
+
+Started by the front (:mod:`app.core.link`) with one end of a socket pair. It stops
+when the front closes that socket (a graceful shutdown: jobs stop, queued writes
+commit) or on SIGTERM. If the front is killed, the kernel kills the core too, so a
+crashed broker stops writing at once, as a one-process broker would.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import contextlib
+import ctypes
+import logging
+import os
+import signal
+import socket
+from typing import Any
+
+from app.broker import Broker, running_broker
+from app.core.protocol import CALL, EXPOSED, GONE, PARENT_ENV, READY, SETTINGS_ENV, SOCKET_FD_ENV, encode, read_frame
+from app.errors import BrokerError, InternalError, bad_unicode
+from app.metrics import count_core_process
+from app.settings import Settings
+
+_PR_SET_PDEATHSIG = 1
+
+log = logging.getLogger("app.core")
+
+
+class CoreServer:
+    """Answers the front's calls on one connection, each call in a task of its own."""
+
+    def __init__(self, broker: Broker, reader: asyncio.StreamReader, writer: asyncio.StreamWriter) -> None:
+        self._targets: dict[str, Any] = {
+            "log": broker.log,
+            "coordinator": broker.coordinator,
+            "halves": broker.halves,
+            "polling": broker.polling,
+            "broker": broker,
+        }
+        self._reader = reader
+        self._writer = writer
+        self._client_gone: dict[int, asyncio.Event] = {}
+        self._calls: set[asyncio.Task[None]] = set()
+
+    async def serve(self) -> None:
+        """Answer calls until the front closes the connection."""
+        self._writer.write(encode((READY,)))
+        while (message := await read_frame(self._reader)) is not None:
+            if message[0] == CALL:
+                task = asyncio.create_task(self._answer(*message[1:]))
+                self._calls.add(task)
+                task.add_done_callback(self._calls.discard)
+            elif message[0] == GONE and (gone := self._client_gone.get(message[1])) is not None:
+                gone.set()
+
+    async def close(self) -> None:
+        for task in list(self._calls):
+            task.cancel()  # a cancelled caller does not undo its write: the writer thread still commits it
+        await asyncio.gather(*self._calls, return_exceptions=True)
+        self._writer.close()
+
+    async def _answer(
+        self, call_id: int, service: str, method: str, args: tuple[Any, ...], kwargs: dict[str, Any], watches_client: bool
+    ) -> None:
+        if watches_client:
+            gone = self._client_gone[call_id] = asyncio.Event()
+
+            async def client_gone() -> bool:
+                return gone.is_set()
+
+            kwargs["client_gone"] = client_gone
+        try:
+            reply = (call_id, True, await self._call(service, method, args, kwargs))
+        except BrokerError as error:
+            reply = (call_id, False, error)
+        except UnicodeError:
+            reply = (call_id, False, bad_unicode())
+        except Exception:  # noqa: BLE001 - the front must hear back; the details stay in this log
+            log.exception("unhandled error in %s.%s", service, method)
+            reply = (call_id, False, InternalError("internal error; the broker logged the details"))
+        finally:
+            self._client_gone.pop(call_id, None)
+        try:
+            frame = encode(reply)
+        except Exception:  # noqa: BLE001
+            log.exception("cannot send the result of %s.%s", service, method)
+            frame = encode((call_id, False, InternalError("internal error; the broker logged the details")))
+        self._writer.write(frame)
+        with contextlib.suppress(ConnectionError):
+            await self._writer.drain()
+
+    async def _call(self, service: str, method: str, args: tuple[Any, ...], kwargs: dict[str, Any]) -> Any:
+        if method not in EXPOSED.get(service, frozenset()):
+            raise InternalError(f"{service}.{method} is not a core call")
+        return await getattr(self._targets[service], method)(*args, **kwargs)
+
+
+async def serve(settings: Settings, connection: socket.socket) -> None:
+    stop = asyncio.Event()
+    asyncio.get_running_loop().add_signal_handler(signal.SIGTERM, stop.set)
+    async with running_broker(settings) as broker:
+        reader, writer = await asyncio.open_unix_connection(sock=connection)
+        server = CoreServer(broker, reader, writer)
+        serving = asyncio.create_task(server.serve())
+        stopping = asyncio.create_task(stop.wait())
+        await asyncio.wait({serving, stopping}, return_when=asyncio.FIRST_COMPLETED)
+        stopping.cancel()
+        serving.cancel()
+        await server.close()
+
+
+def _die_with_parent(parent: int) -> None:
+    """Be killed when the front dies (Linux); elsewhere the closed socket stops the core."""
+    with contextlib.suppress(OSError, AttributeError):
+        ctypes.CDLL(None, use_errno=True).prctl(_PR_SET_PDEATHSIG, signal.SIGKILL)
+    if os.getppid() != parent:  # the front died before prctl took effect
+        os._exit(1)
+
+
+def main() -> None:
+    settings = Settings.model_validate_json(os.environ[SETTINGS_ENV])
+    _die_with_parent(int(os.environ[PARENT_ENV]))
+    # Ctrl-C reaches the whole process group; the front shuts down gracefully and then stops the core.
+    signal.signal(signal.SIGINT, signal.SIG_IGN)
+    level = logging.getLevelName(settings.log_level.upper())
+    logging.basicConfig(
+        level=level if isinstance(level, int) else logging.INFO,
+        format="%(asctime)s %(levelname)s [core] %(name)s: %(message)s",
+    )
+    logging.getLogger("apscheduler").setLevel(logging.WARNING)  # a line per job run otherwise
+    count_core_process()
+    connection = socket.socket(fileno=int(os.environ[SOCKET_FD_ENV]))
+    try:
+        import uvloop
+    except ImportError:
+        asyncio.run(serve(settings, connection))
+    else:
+        uvloop.run(serve(settings, connection))

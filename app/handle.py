@@ -1,0 +1,26 @@
+"""What the routes need from a broker, whether its services run in this process or in the core."""
+
+from __future__ import annotations
+
+from typing import TYPE_CHECKING, Protocol
+
+if TYPE_CHECKING:
+    from app.coordinator import Coordinator
+    from app.log_service import LogService
+    from app.settings import Settings
+    from checker.polling import CheckPolling
+    from half_store.service import HalfMessageService
+
+
+class BrokerHandle(Protocol):
+    """Implemented by :class:`app.broker.Broker` and :class:`app.core.link.RemoteBroker`."""
+
+    settings: Settings
+    log: LogService
+    coordinator: Coordinator
+    halves: HalfMessageService
+    polling: CheckPolling
+
+    async def ready(self) -> bool: ...
+
+    async def metrics(self) -> bytes: ...

@@ -1,0 +1,75 @@
+"""End to end: the broker's HTTP front and its core process live and die together."""
+
+from __future__ import annotations
+
+import os
+import signal
+import time
+from pathlib import Path
+
+import httpx
+import pytest
+
+from tests.support.broker_process import BrokerProcess
+from tests.support.databases import SqliteDatabases
+
+pytestmark = pytest.mark.e2e
+
+
+def _alive(pid: int) -> bool:
+    try:
+        state = Path(f"/proc/{pid}/stat").read_text().rsplit(")", 1)[1].split()[0]
+    except OSError:
+        return False
+    return state != "Z"
+
+
+def _wait_until(condition: object, timeout: float = 15.0) -> None:
+    deadline = time.monotonic() + timeout
+    while time.monotonic() < deadline:
+        if condition():  # type: ignore[operator]
+            return
+        time.sleep(0.05)
+    raise AssertionError("condition not met in time")
+
+
+def test_killing_the_broker_kills_its_core_and_a_restart_serves_what_was_acknowledged(sqlite_databases: SqliteDatabases) -> None:
+    broker = BrokerProcess(sqlite_databases.new()).start()
+    try:
+        [core] = broker.children()
+        httpx.post(f"{broker.url}/v1/topics", json={"name": "t"})
+        assert httpx.post(f"{broker.url}/v1/topics/t/messages", json={"messages": [{"value": "kept"}]}).status_code == 200
+        broker.kill()
+        _wait_until(lambda: not _alive(core), timeout=5)
+        broker.start()
+        fetched = httpx.get(f"{broker.url}/v1/topics/t/partitions/0/messages").json()
+        assert [m["value"] for m in fetched["messages"]] == ["kept"]
+    finally:
+        broker.stop()
+
+
+def test_a_broker_whose_core_dies_stops_instead_of_serving_errors(sqlite_databases: SqliteDatabases) -> None:
+    broker = BrokerProcess(sqlite_databases.new()).start()
+    try:
+        [core] = broker.children()
+        os.kill(core, signal.SIGKILL)
+        _wait_until(lambda: broker.returncode is not None)
+        assert "core process stopped" in broker.log_tail()
+    finally:
+        broker.stop()
+
+
+def test_a_graceful_stop_stops_both_processes_cleanly(sqlite_databases: SqliteDatabases) -> None:
+    broker = BrokerProcess(sqlite_databases.new()).start()
+    [core] = broker.children()
+    broker.stop()
+    assert broker.returncode in (0, -signal.SIGTERM)  # uvicorn re-raises the signal once it has shut down
+    assert "Traceback" not in broker.log_tail()
+    assert not _alive(core)
+
+
+def test_the_broker_can_run_in_one_process(sqlite_databases: SqliteDatabases) -> None:
+    with BrokerProcess(sqlite_databases.new(), core_process="false") as broker:
+        assert broker.children() == []
+        assert httpx.post(f"{broker.url}/v1/topics", json={"name": "t"}).status_code == 201
+        assert httpx.post(f"{broker.url}/v1/topics/t/messages", json={"messages": [{"value": 1}]}).status_code == 200
