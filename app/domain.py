@@ -30,6 +30,11 @@ class Record:
     timestamp: int
     properties: str | None = None
 
+    # Records cross to the core process by the hundred per request; a plain tuple pickles
+    # several times faster than the generic state of a slotted dataclass.
+    def __reduce__(self) -> tuple[type[Record], tuple[object, ...]]:
+        return (Record, (self.key, self.value, self.value_kind, self.headers, self.timestamp, self.properties))
+
 
 @dataclass(frozen=True, slots=True)
 class ProducerStamp:
@@ -73,6 +78,10 @@ class StoredMessage:
     value_kind: int
     headers: str | None
     txn_id: str | None = None
+
+    def __reduce__(self) -> tuple[type[StoredMessage], tuple[object, ...]]:  # see Record.__reduce__
+        fields = (self.topic, self.partition, self.offset, self.timestamp, self.key, self.value, self.value_kind, self.headers, self.txn_id)
+        return (StoredMessage, fields)
 
 
 @dataclass(frozen=True, slots=True)

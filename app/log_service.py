@@ -39,6 +39,9 @@ class RoutedRecord:
     record: Record
     partition: int | None = None
 
+    def __reduce__(self) -> tuple[type[RoutedRecord], tuple[object, ...]]:  # see Record.__reduce__
+        return (RoutedRecord, (self.record, self.partition))
+
 
 class LogService:
     def __init__(self, store: Store, notifier: PartitionNotifier) -> None:

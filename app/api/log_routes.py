@@ -84,7 +84,8 @@ async def describe_topic(topic: TopicPath, request: Request) -> Response:
 async def produce(topic: TopicPath, body: ProduceRequest, request: Request) -> Response:
     broker = broker_of(request)
     check_batch_size(broker, len(body.messages))
-    routed = [RoutedRecord(to_record(m, limits_of(request)), m.partition) for m in body.messages]
+    limits = limits_of(request)
+    routed = [RoutedRecord(to_record(m, limits), m.partition) for m in body.messages]
     offsets = await broker.log.produce(topic, routed)
     MESSAGES_IN.labels(topic).inc(len(offsets))
     return JsonResponse({"offsets": [{"partition": p, "offset": o} for p, o in offsets]})
@@ -100,7 +101,8 @@ async def produce_to_partition(
         raise InvalidRequest(f"a message names another partition than {partition}")
     if body.base_sequence is not None and body.producer_id is None:
         raise InvalidRequest("base_sequence needs producer_id and producer_epoch")
-    records = [to_record(m, limits_of(request)) for m in body.messages]
+    limits = limits_of(request)
+    records = [to_record(m, limits) for m in body.messages]
     stamp = ProducerStamp(body.producer_id, body.producer_epoch, body.base_sequence, body.txn_id)
     if body.txn_id is not None:
         result = await broker.coordinator.produce(topic, partition, records, stamp)
