@@ -2,7 +2,6 @@
 
 from __future__ import annotations
 
-import sys
 from collections.abc import AsyncIterator
 from contextlib import asynccontextmanager
 
@@ -21,7 +20,6 @@ def create_app(settings: Settings | None = None) -> FastAPI:
 
     @asynccontextmanager
     async def lifespan(app: FastAPI) -> AsyncIterator[None]:
-        sys.setswitchinterval(settings.gil_switch_interval_ms / 1000)
         if settings.core_process:
             from app.core.link import CoreLink, RemoteBroker
 

@@ -51,8 +51,6 @@ class Settings(BaseSettings):
     # Run the services and the database writer in a process of their own behind the HTTP one
     # (see app/core); false keeps everything in one process.
     core_process: bool = True
-    # How long the event loop may hold the GIL while the writer or a reader thread waits for it.
-    gil_switch_interval_ms: float = Field(5.0, gt=0, le=100)
 
     @property
     def checker_lease_seconds(self) -> float:
