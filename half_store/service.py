@@ -25,6 +25,7 @@ from app.log_service import LogService
 from app.metrics import HALF_MESSAGES
 from app.storage import log_store
 from app.storage.schema import VALUE_JSON
+from app.storage.writer import MergeKind
 from half_store import store
 from half_store.records import (
     PROPERTY_CHECK_IMMUNITY,
@@ -48,6 +49,17 @@ class Prepared:
 
 
 @dataclass(frozen=True, slots=True)
+class _PrepareRequest:
+    half: HalfMessage  # its half_offset is known once appended
+    record: Record  # the body, with the RocketMQ properties
+    topic_id: int
+    transaction_id_given: bool  # by the producer: a second prepare with it returns the first
+
+
+_OFFSET_NOT_YET = -1
+
+
+@dataclass(frozen=True, slots=True)
 class CheckCandidate:
     """A half message due for a back-check, with its body for the producer."""
 
@@ -67,6 +79,7 @@ class HalfMessageService:
         self.log = log
         self.store = log.store
         self.transaction_timeout_ms = int(transaction_timeout_seconds * 1000)
+        self._prepare_kind: MergeKind[_PrepareRequest, Prepared] = MergeKind("half-prepare", self._prepare_many)
 
     # -- producer side ----------------------------------------------------------------------
 
@@ -96,37 +109,49 @@ class HalfMessageService:
             PROPERTY_CHECK_IMMUNITY: immunity_ms / 1000,
         }
 
-        def unit(conn: Connection) -> Prepared:
-            if transaction_id is not None:
-                existing = store.get_by_transaction(conn, producer_group, transaction_id)
-                if existing is not None:
-                    return Prepared(existing, created=False)
-            half_topic = self.store.topic_sync(conn, HALF_TOPIC)
-            stored = replace(record, properties=orjson.dumps(properties).decode())
-            half_offset = log_store.append(conn, half_topic, 0, [stored])
-            half = HalfMessage(
-                message_id,
-                half_offset,
-                producer_group,
-                txn_id,
-                topic.name,
-                real_partition,
-                born,
-                immunity_ms,
-                0,
-                first_check_at(born, self.transaction_timeout_ms, immunity_ms),
-            )
-            store.insert_half(conn, half, topic.topic_id)  # a racing identical prepare: ResolutionConflict
-            return Prepared(half, created=True)
-
+        stored = replace(record, properties=orjson.dumps(properties).decode())
+        half = HalfMessage(
+            message_id,
+            _OFFSET_NOT_YET,
+            producer_group,
+            txn_id,
+            topic.name,
+            real_partition,
+            born,
+            immunity_ms,
+            0,
+            first_check_at(born, self.transaction_timeout_ms, immunity_ms),
+        )
+        request = _PrepareRequest(half, stored, topic.topic_id, transaction_id is not None)
         locks = [((await self.store.topic(HALF_TOPIC)).topic_id, 0)]
         try:
-            prepared = await self.store.write(unit, locks=locks)
-        except ResolutionConflict:
-            prepared = await self.store.write(unit, locks=locks)  # now finds the winner's half message
+            prepared = await self.store.write_merged(self._prepare_kind, request, locks=locks)
+        except ResolutionConflict:  # a racing prepare of the same transaction id won: answer with its message
+            prepared = await self.store.write_merged(self._prepare_kind, request, locks=locks)
         if prepared.created:
             HALF_MESSAGES.labels("prepared").inc()
         return prepared
+
+    def _prepare_many(self, conn: Connection, requests: list[_PrepareRequest]) -> list[Prepared]:
+        """Prepares of one group commit together: one append to the half topic, one index insert.
+
+        Two prepares of the same transaction id in one batch conflict on the index, which
+        fails the batch; the writer then runs each alone and the second finds the first.
+        """
+        answers: dict[int, Prepared] = {}
+        for index, request in enumerate(requests):
+            if request.transaction_id_given:
+                existing = store.get_by_transaction(conn, request.half.producer_group, request.half.transaction_id)
+                if existing is not None:
+                    answers[index] = Prepared(existing, created=False)
+        fresh = [index for index in range(len(requests)) if index not in answers]
+        if fresh:
+            half_topic = self.store.topic_sync(conn, HALF_TOPIC)
+            base = log_store.append(conn, half_topic, 0, [requests[index].record for index in fresh])
+            created = [replace(requests[index].half, half_offset=base + n) for n, index in enumerate(fresh)]
+            store.insert_halves(conn, [(half, requests[index].topic_id) for half, index in zip(created, fresh, strict=True)])
+            answers.update((index, Prepared(half, created=True)) for half, index in zip(created, fresh, strict=True))
+        return [answers[index] for index in range(len(requests))]
 
     async def commit(self, message_id: str, resolved_by: str = "producer") -> HalfMessage:
         return await self._resolve(message_id, HalfState.COMMITTED, resolved_by)

@@ -15,7 +15,8 @@ from half_store.states import HalfState
 
 
 class ResolutionConflict(Exception):
-    """Another request resolved the half message first (the unique constraint said so)."""
+    """Another request got there first (a unique constraint said so): it resolved the half message,
+    or prepared the same transaction id."""
 
 
 _resolved_topic = topics.alias("resolved_topic")
@@ -64,29 +65,33 @@ def _half(row: Sequence[object]) -> HalfMessage:
     )
 
 
-def insert_half(conn: Connection, half: HalfMessage, topic_id: int) -> None:
-    """Index a new half message; ResolutionConflict if the group already prepared this transaction id.
+def insert_halves(conn: Connection, halves: list[tuple[HalfMessage, int]]) -> None:
+    """Index new half messages (each with its real topic's id); ResolutionConflict if a group
+    already prepared one of their transaction ids.
 
     No savepoint of its own: a conflict ends the unit, and the writer rolls the unit back.
     """
     try:
         conn.execute(
             _INSERT_HALF,
-            {
-                "message_id": half.message_id,
-                "half_offset": half.half_offset,
-                "producer_group": half.producer_group,
-                "transaction_id": half.transaction_id,
-                "topic_id": topic_id,
-                "partition": half.partition,
-                "born_timestamp": half.born_timestamp,
-                "check_immunity_ms": half.check_immunity_ms,
-                "check_times": 0,
-                "next_check_at": half.next_check_at,
-            },
+            [
+                {
+                    "message_id": half.message_id,
+                    "half_offset": half.half_offset,
+                    "producer_group": half.producer_group,
+                    "transaction_id": half.transaction_id,
+                    "topic_id": topic_id,
+                    "partition": half.partition,
+                    "born_timestamp": half.born_timestamp,
+                    "check_immunity_ms": half.check_immunity_ms,
+                    "check_times": 0,
+                    "next_check_at": half.next_check_at,
+                }
+                for half, topic_id in halves
+            ],
         )
     except IntegrityError as error:
-        raise ResolutionConflict(half.transaction_id) from error
+        raise ResolutionConflict(", ".join(half.transaction_id for half, _ in halves)) from error
 
 
 # Built once: statement construction per call was a large share of a prepare+commit pair's CPU.

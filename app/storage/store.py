@@ -19,6 +19,7 @@ from app.storage.log_store import AppendRequest
 from app.storage.writer import GroupCommitWriter, LockKey, MergeKind, unstorable
 
 T = TypeVar("T")
+P = TypeVar("P")
 
 APPEND: MergeKind[AppendRequest, dict[int, int]] = MergeKind("append", log_store.append_many)
 
@@ -49,10 +50,14 @@ class Store:
         """Run a write unit in the next group commit; ``locks`` are the partitions it appends to."""
         return await self.writer.submit(unit, locks=locks)
 
+    async def write_merged(self, kind: MergeKind[P, T], payload: P, *, locks: Sequence[LockKey] = ()) -> T:
+        """Like :meth:`write`, for a unit the writer may run together with the others of ``kind``."""
+        return await self.writer.submit_merged(kind, payload, locks=locks)
+
     async def append(self, request: AppendRequest) -> dict[int, int]:
         """Plain appends, merged with the others of the same group commit; first offset per partition."""
         locks = [(request.topic.topic_id, p) for p in request.records]
-        return await self.writer.submit_merged(APPEND, request, locks=locks)
+        return await self.write_merged(APPEND, request, locks=locks)
 
     async def read(self, query: Callable[[Connection], T]) -> T:
         return await anyio.to_thread.run_sync(self.read_sync, query)

@@ -273,3 +273,19 @@ def test_racing_identical_prepares_store_one_half_message(orders: TestClient) ->
     assert sorted({r.status_code for r in responses}) in ([200, 201], [201])
     assert len({r.json()["message_id"] for r in responses}) == 1
     assert [m["value"] for m in read_all(orders, HALF_TOPIC)] == ["once"]
+
+
+def test_concurrent_prepares_of_several_transactions_store_each_once(orders: TestClient) -> None:
+    # Prepares that land in one group commit are stored together; a repeated transaction id
+    # among them must still come back as the one message of that transaction.
+    bodies = [
+        {"topic": "orders", "producer_group": "pg", "value": f"v{n % 8}", "transaction_id": f"tx-{n % 8}"} for n in range(32)
+    ]
+    with ThreadPoolExecutor(16) as pool:
+        responses = list(pool.map(lambda body: orders.post("/v1/half-messages", json=body), bodies))
+    assert all(r.status_code in (200, 201) for r in responses)
+    ids_by_transaction: dict[str, set[str]] = {}
+    for body, response in zip(bodies, responses, strict=True):
+        ids_by_transaction.setdefault(str(body["transaction_id"]), set()).add(response.json()["message_id"])
+    assert all(len(ids) == 1 for ids in ids_by_transaction.values())
+    assert sorted(m["value"] for m in read_all(orders, HALF_TOPIC)) == [f"v{n}" for n in range(8)]
