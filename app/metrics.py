@@ -9,8 +9,16 @@ way the broker runs.
 
 from __future__ import annotations
 
-from prometheus_client import CollectorRegistry, Counter, Gauge, Histogram, generate_latest
-from prometheus_client import GCCollector, PlatformCollector, ProcessCollector
+from prometheus_client import (
+    CollectorRegistry,
+    Counter,
+    Gauge,
+    GCCollector,
+    Histogram,
+    PlatformCollector,
+    ProcessCollector,
+    generate_latest,
+)
 
 FRONT_REGISTRY = CollectorRegistry(auto_describe=True)
 CORE_REGISTRY = CollectorRegistry(auto_describe=True)

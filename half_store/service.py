@@ -13,6 +13,7 @@ answered from the first one: the same body for the same outcome, 409 otherwise.
 from __future__ import annotations
 
 import secrets
+from collections import defaultdict
 from dataclasses import dataclass, replace
 
 import orjson
@@ -20,7 +21,12 @@ from sqlalchemy import Connection
 
 from app.constants import CHECK_MAX_TOPIC, HALF_TOPIC, OP_HALF_TOPIC, OP_REMOVE_TAG
 from app.domain import Record, StoredMessage, Topic, now_ms
-from app.errors import AlreadyResolved, HalfMessageNotFound, InternalError, ListenerNotFound
+from app.errors import (
+    AlreadyResolved,
+    HalfMessageNotFound,
+    InternalError,
+    ListenerNotFound,
+)
 from app.log_service import LogService
 from app.metrics import HALF_MESSAGES
 from app.storage import log_store
@@ -57,6 +63,14 @@ class _PrepareRequest:
 
 
 _OFFSET_NOT_YET = -1
+_OP_HEADERS = orjson.dumps({"TAGS": OP_REMOVE_TAG}).decode()
+
+
+@dataclass(frozen=True, slots=True)
+class _ResolveRequest:
+    message_id: str
+    target: HalfState
+    resolved_by: str
 
 
 @dataclass(frozen=True, slots=True)
@@ -80,6 +94,9 @@ class HalfMessageService:
         self.store = log.store
         self.transaction_timeout_ms = int(transaction_timeout_seconds * 1000)
         self._prepare_kind: MergeKind[_PrepareRequest, Prepared] = MergeKind("half-prepare", self._prepare_many)
+        self._resolve_kind: MergeKind[_ResolveRequest, tuple[HalfMessage, bool]] = MergeKind(
+            "half-resolve", self._resolve_many
+        )
 
     # -- producer side ----------------------------------------------------------------------
 
@@ -216,20 +233,9 @@ class HalfMessageService:
 
     async def _resolve(self, message_id: str, target: HalfState, resolved_by: str) -> HalfMessage:
         locks = await self._resolution_locks(message_id, target) if self.store.orders_locks else []
-
-        def unit(conn: Connection) -> tuple[HalfMessage, bool]:
-            half = store.get(conn, message_id)
-            if half is None:
-                raise HalfMessageNotFound(f"half message {message_id!r} does not exist")
-            if half.resolution is not None:
-                return half, False
-            written = self._move(conn, half, target)
-            op_offset = self._append_op_record(conn, half, target)
-            resolution = store.insert_resolution(conn, half, target, written, op_offset, resolved_by)
-            return replace(half, next_check_at=None, resolution=resolution), True
-
+        request = _ResolveRequest(message_id, target, resolved_by)
         try:
-            half, resolved_here = await self.store.write(unit, locks=locks)
+            half, resolved_here = await self.store.write_merged(self._resolve_kind, request, locks=locks)
         except ResolutionConflict:
             half, resolved_here = await self.get(message_id), False  # another resolver won the race
         if not resolved_here:
@@ -240,6 +246,66 @@ class HalfMessageService:
             topic = await self.store.topic(resolution.topic)
             self.log.notifier.notify([(topic.topic_id, resolution.partition)])
         return half
+
+    def _resolve_many(self, conn: Connection, requests: list[_ResolveRequest]) -> list[tuple[HalfMessage, bool]]:
+        """Resolutions of one group commit together; each answer says whether this request resolved it.
+
+        One read of the index and of the bodies, one append per destination partition, one
+        append of op records, one insert of resolutions. A message asked twice in one batch
+        fails the batch; the writer then runs each alone, and the second finds the first.
+        """
+        found = store.get_many(conn, [r.message_id for r in requests])
+        answers: dict[int, tuple[HalfMessage, bool]] = {}
+        resolving: dict[str, tuple[int, HalfMessage, _ResolveRequest]] = {}
+        for index, request in enumerate(requests):
+            half = found.get(request.message_id)
+            if half is None:
+                raise HalfMessageNotFound(f"half message {request.message_id!r} does not exist")
+            if half.resolution is not None:
+                answers[index] = (half, False)
+            elif request.message_id in resolving:
+                raise ResolutionConflict(request.message_id)
+            else:
+                resolving[request.message_id] = (index, half, request)
+        if resolving:
+            todo = list(resolving.values())
+            destinations = self._move_bodies(conn, [(index, half, request.target) for index, half, request in todo])
+            op_topic = self.store.topic_sync(conn, OP_HALF_TOPIC)
+            op_base = log_store.append(conn, op_topic, 0, [_op_record(half, request.target) for _, half, request in todo])
+            new = [
+                store.NewResolution(half, request.target, destinations.get(index), op_base + n, request.resolved_by)
+                for n, (index, half, request) in enumerate(todo)
+            ]
+            for (index, half, _), resolution in zip(todo, store.insert_resolutions(conn, new), strict=True):
+                answers[index] = (replace(half, next_check_at=None, resolution=resolution), True)
+        return [answers[index] for index in range(len(requests))]
+
+    def _move_bodies(
+        self, conn: Connection, moves: list[tuple[int, HalfMessage, HalfState]]
+    ) -> dict[int, tuple[Topic, int, int]]:
+        """Append each half message's body to where its outcome sends it (a rollback sends it nowhere)."""
+        moving = [(index, half, target) for index, half, target in moves if target is not HalfState.ROLLED_BACK]
+        if not moving:
+            return {}
+        half_topic = self.store.topic_sync(conn, HALF_TOPIC)
+        bodies = log_store.read_offsets(conn, half_topic, 0, [half.half_offset for _, half, _ in moving])
+        batches: dict[tuple[str, int], list[tuple[int, Record]]] = defaultdict(list)
+        for index, half, target in moving:
+            if half.half_offset not in bodies:
+                raise InternalError(f"half message {half.message_id} is indexed but missing from {HALF_TOPIC}")
+            body, properties = bodies[half.half_offset]
+            if target is HalfState.COMMITTED:
+                destination, partition, kept_properties = half.topic, half.partition, None
+            else:
+                destination, partition, kept_properties = CHECK_MAX_TOPIC, 0, properties
+            record = Record(body.key, body.value, body.value_kind, body.headers, now_ms(), kept_properties)
+            batches[(destination, partition)].append((index, record))
+        placed: dict[int, tuple[Topic, int, int]] = {}
+        for (name, partition), batch in batches.items():
+            topic = self.store.topic_sync(conn, name)
+            base = log_store.append(conn, topic, partition, [record for _, record in batch])
+            placed.update((index, (topic, partition, base + n)) for n, (index, _) in enumerate(batch))
+        return placed
 
     async def _resolution_locks(self, message_id: str, target: HalfState) -> list[tuple[int, int]]:
         """The partitions a resolution appends to, read beforehand so the write can lock them in order."""
@@ -253,26 +319,8 @@ class HalfMessageService:
             locks.append(((await self.store.topic(CHECK_MAX_TOPIC)).topic_id, 0))
         return locks
 
-    def _move(self, conn: Connection, half: HalfMessage, target: HalfState) -> tuple[Topic, int, int] | None:
-        """Append the half message's body to where ``target`` sends it; None for a rollback."""
-        if target is HalfState.ROLLED_BACK:
-            return None
-        half_topic = self.store.topic_sync(conn, HALF_TOPIC)
-        found = log_store.read_one(conn, half_topic, 0, half.half_offset)
-        if found is None:
-            raise InternalError(f"half message {half.message_id} is indexed but missing from {HALF_TOPIC}")
-        body, properties = found
-        if target is HalfState.COMMITTED:
-            destination, partition, kept_properties = self.store.topic_sync(conn, half.topic), half.partition, None
-        else:
-            destination, partition, kept_properties = self.store.topic_sync(conn, CHECK_MAX_TOPIC), 0, properties
-        record = Record(body.key, body.value, body.value_kind, body.headers, now_ms(), kept_properties)
-        offset = log_store.append(conn, destination, partition, [record])
-        return destination, partition, offset
 
-    def _append_op_record(self, conn: Connection, half: HalfMessage, target: HalfState) -> int:
-        """The op record (RocketMQ tag ``d``): which half offset was resolved, and how."""
-        op_topic = self.store.topic_sync(conn, OP_HALF_TOPIC)
-        body = orjson.dumps({"half_offset": half.half_offset, "message_id": half.message_id, "state": target.value})
-        headers = orjson.dumps({"TAGS": OP_REMOVE_TAG}).decode()
-        return log_store.append(conn, op_topic, 0, [Record(None, body, VALUE_JSON, headers, now_ms())])
+def _op_record(half: HalfMessage, target: HalfState) -> Record:
+    """The op record (RocketMQ tag ``d``): which half offset was resolved, and how."""
+    body = orjson.dumps({"half_offset": half.half_offset, "message_id": half.message_id, "state": target.value})
+    return Record(None, body, VALUE_JSON, _OP_HEADERS, now_ms())

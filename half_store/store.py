@@ -3,12 +3,18 @@
 from __future__ import annotations
 
 from collections.abc import Sequence
+from dataclasses import dataclass
 
 from sqlalchemy import Connection, and_, bindparam, delete, func, insert, select, update
 from sqlalchemy.exc import IntegrityError
 
 from app.domain import Topic, now_ms
-from app.storage.schema import half_messages, half_resolutions, producer_listeners, topics
+from app.storage.schema import (
+    half_messages,
+    half_resolutions,
+    producer_listeners,
+    topics,
+)
 from app.storage.upsert import upsert
 from half_store.records import HalfMessage, Listener, Resolution
 from half_store.states import HalfState
@@ -96,6 +102,7 @@ def insert_halves(conn: Connection, halves: list[tuple[HalfMessage, int]]) -> No
 
 # Built once: statement construction per call was a large share of a prepare+commit pair's CPU.
 _BY_ID = _SELECT.where(half_messages.c.message_id == bindparam("message_id"))
+_BY_IDS = _SELECT.where(half_messages.c.message_id.in_(bindparam("ids", expanding=True)))
 _BY_TRANSACTION = _SELECT.where(
     half_messages.c.producer_group == bindparam("group"), half_messages.c.transaction_id == bindparam("txn")
 )
@@ -104,6 +111,11 @@ _INSERT_RESOLUTION = insert(half_resolutions)
 _MARK_RESOLVED = (
     update(half_messages).where(half_messages.c.message_id == bindparam("id")).values(next_check_at=None)
 )
+
+
+def get_many(conn: Connection, message_ids: Sequence[str]) -> dict[str, HalfMessage]:
+    """The half messages among ``message_ids`` that exist, by id."""
+    return {half.message_id: half for half in map(_half, conn.execute(_BY_IDS, {"ids": list(message_ids)}))}
 
 
 def get(conn: Connection, message_id: str) -> HalfMessage | None:
@@ -152,38 +164,52 @@ def claim_check(conn: Connection, message_id: str, seen_check_times: int, next_c
     )
 
 
-def insert_resolution(
-    conn: Connection,
-    half: HalfMessage,
-    state: HalfState,
-    destination: tuple[Topic, int, int] | None,
-    op_offset: int,
-    resolved_by: str,
-) -> Resolution:
-    """Record the one resolution of a half message; ResolutionConflict if it already has one.
+@dataclass(frozen=True, slots=True)
+class NewResolution:
+    half: HalfMessage
+    state: HalfState
+    destination: tuple[Topic, int, int] | None  # where the body went: topic, partition, offset
+    op_offset: int
+    resolved_by: str
+
+
+def insert_resolutions(conn: Connection, resolutions: Sequence[NewResolution]) -> list[Resolution]:
+    """Record the one resolution of each half message; ResolutionConflict if one already has one.
 
     No savepoint of its own: a conflict ends the unit, and the writer rolls the unit back.
     """
-    topic, partition, offset = destination or (None, None, None)
     resolved_at = now_ms()
-    try:
-        conn.execute(
-            _INSERT_RESOLUTION,
+    rows = []
+    for new in resolutions:
+        topic, partition, offset = new.destination or (None, None, None)
+        rows.append(
             {
-                "message_id": half.message_id,
-                "outcome": state.value,
+                "message_id": new.half.message_id,
+                "outcome": new.state.value,
                 "topic_id": None if topic is None else topic.topic_id,
                 "partition": partition,
                 "offset": offset,
-                "op_offset": op_offset,
-                "resolved_by": resolved_by,
+                "op_offset": new.op_offset,
+                "resolved_by": new.resolved_by,
                 "resolved_at": resolved_at,
-            },
+            }
         )
+    try:
+        conn.execute(_INSERT_RESOLUTION, rows)
     except IntegrityError as error:
-        raise ResolutionConflict(half.message_id) from error
-    conn.execute(_MARK_RESOLVED, {"id": half.message_id})
-    return Resolution(state, None if topic is None else topic.name, partition, offset, resolved_by, resolved_at)
+        raise ResolutionConflict(", ".join(new.half.message_id for new in resolutions)) from error
+    conn.execute(_MARK_RESOLVED, [{"id": new.half.message_id} for new in resolutions])
+    return [
+        Resolution(
+            new.state,
+            None if new.destination is None else new.destination[0].name,
+            None if new.destination is None else new.destination[1],
+            None if new.destination is None else new.destination[2],
+            new.resolved_by,
+            resolved_at,
+        )
+        for new in resolutions
+    ]
 
 
 # -- retention -----------------------------------------------------------------------------

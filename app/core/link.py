@@ -13,7 +13,17 @@ import sys
 from collections.abc import Awaitable, Callable
 from typing import TYPE_CHECKING, Any, cast
 
-from app.core.protocol import CALL, EXPOSED, GONE, PARENT_ENV, READY, SETTINGS_ENV, SOCKET_FD_ENV, encode, read_frame
+from app.core.protocol import (
+    CALL,
+    EXPOSED,
+    GONE,
+    PARENT_ENV,
+    READY,
+    SETTINGS_ENV,
+    SOCKET_FD_ENV,
+    encode,
+    read_frame,
+)
 from app.errors import StorageUnavailable
 from app.settings import Settings
 
@@ -120,7 +130,7 @@ class CoreLink:
         self._writer.close()
         try:
             await asyncio.wait_for(asyncio.to_thread(self._process.wait), STOP_TIMEOUT_SECONDS)
-        except asyncio.TimeoutError:
+        except TimeoutError:
             log.error("the broker's core process did not stop in %.0f s; killing it", STOP_TIMEOUT_SECONDS)
             self._process.kill()
             await asyncio.to_thread(self._process.wait)

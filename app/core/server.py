@@ -18,7 +18,17 @@ import socket
 from typing import Any
 
 from app.broker import Broker, running_broker
-from app.core.protocol import CALL, EXPOSED, GONE, PARENT_ENV, READY, SETTINGS_ENV, SOCKET_FD_ENV, encode, read_frame
+from app.core.protocol import (
+    CALL,
+    EXPOSED,
+    GONE,
+    PARENT_ENV,
+    READY,
+    SETTINGS_ENV,
+    SOCKET_FD_ENV,
+    encode,
+    read_frame,
+)
 from app.errors import BrokerError, InternalError, bad_unicode
 from app.metrics import count_core_process
 from app.settings import Settings

@@ -17,7 +17,14 @@ from dataclasses import dataclass
 from sqlalchemy import Connection, bindparam, func, insert, select, tuple_, update
 from sqlalchemy.exc import IntegrityError
 
-from app.domain import PartitionState, ProducerStamp, Record, StoredMessage, Topic, now_ms
+from app.domain import (
+    PartitionState,
+    ProducerStamp,
+    Record,
+    StoredMessage,
+    Topic,
+    now_ms,
+)
 from app.errors import PartitionNotFound, TopicExists
 from app.storage.schema import (
     CONTROL_NONE,
@@ -300,6 +307,26 @@ _READ_ONE = select(
     messages.c.partition == bindparam("p_id"),
     messages.c.offset == bindparam("offset"),
 )
+
+
+_READ_SOME = select(messages.c.offset, *_READ_ONE.selected_columns).where(
+    messages.c.topic_id == bindparam("t_id"),
+    messages.c.partition == bindparam("p_id"),
+    messages.c.offset.in_(bindparam("offsets", expanding=True)),
+)
+
+
+def read_offsets(
+    conn: Connection, topic: Topic, partition: int, offsets: Sequence[int]
+) -> dict[int, tuple[StoredMessage, str | None]]:
+    """The messages at ``offsets`` with their system properties, by offset (missing ones left out)."""
+    if not offsets:
+        return {}
+    rows = conn.execute(_READ_SOME, {"t_id": topic.topic_id, "p_id": partition, "offsets": list(offsets)})
+    return {
+        int(offset): (StoredMessage(topic.name, partition, int(offset), int(ts), key, bytes(value), int(kind), headers), properties)
+        for offset, ts, key, value, kind, headers, properties in rows
+    }
 
 
 def read_one(conn: Connection, topic: Topic, partition: int, offset: int) -> tuple[StoredMessage, str | None] | None:
