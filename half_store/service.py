@@ -27,6 +27,7 @@ from app.errors import (
     InternalError,
     ListenerNotFound,
 )
+from app.json_bytes import stored_json
 from app.log_service import LogService
 from app.metrics import HALF_MESSAGES
 from app.storage import log_store
@@ -322,5 +323,5 @@ class HalfMessageService:
 
 def _op_record(half: HalfMessage, target: HalfState) -> Record:
     """The op record (RocketMQ tag ``d``): which half offset was resolved, and how."""
-    body = orjson.dumps({"half_offset": half.half_offset, "message_id": half.message_id, "state": target.value})
+    body = stored_json({"half_offset": half.half_offset, "message_id": half.message_id, "state": target.value})
     return Record(None, body, VALUE_JSON, _OP_HEADERS, now_ms())

@@ -20,6 +20,7 @@ from starlette.responses import Response
 from app.api.models import MessageIn
 from app.domain import Record, StoredMessage, now_ms
 from app.errors import InvalidRequest, MessageTooLarge, ValidationFailed
+from app.json_bytes import stored_json
 from app.settings import Settings
 from app.storage.schema import VALUE_BINARY, VALUE_JSON
 
@@ -51,7 +52,7 @@ def to_record(message: MessageIn, limits: MessageLimits, *, timestamp: int | Non
         kind = VALUE_BINARY
     else:
         try:
-            value = orjson.dumps(message.value)
+            value = stored_json(message.value)
         except TypeError as error:  # e.g. an integer beyond 64 bits
             raise ValidationFailed(f"value cannot be stored as JSON: {error}") from error
         kind = VALUE_JSON
