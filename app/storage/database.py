@@ -18,6 +18,7 @@ from sqlalchemy import create_engine, event
 from sqlalchemy.engine import Engine, make_url
 
 SQLITE_BUSY_TIMEOUT_MS = 30_000
+WAL_SIZE_LIMIT_BYTES = 64 * 1024 * 1024  # what a reset WAL file is cut back to
 
 
 @dataclass(frozen=True)
@@ -51,7 +52,9 @@ def open_database(url: str, *, sqlite_synchronous: str = "FULL") -> Database:
     """Open engines for ``url``; raises ``ArgumentError`` for a malformed URL."""
     parsed = make_url(url)
     if parsed.get_backend_name() == "sqlite":
-        writer = _sqlite_engine(url, begin="BEGIN IMMEDIATE", synchronous=sqlite_synchronous, pool_size=2)
+        writer = _sqlite_engine(
+            url, begin="BEGIN IMMEDIATE", synchronous=sqlite_synchronous, pool_size=2, auto_checkpoint=False
+        )
         # Up to 40 reader connections: a small page cache each (the OS page cache is shared).
         reader = _sqlite_engine(
             url, begin="BEGIN", synchronous=sqlite_synchronous, pool_size=READER_POOL_SIZE, cache_kib=512
@@ -71,7 +74,9 @@ def open_database(url: str, *, sqlite_synchronous: str = "FULL") -> Database:
     return Database(writer=writer, reader=reader)
 
 
-def _sqlite_engine(url: str, *, begin: str, synchronous: str, pool_size: int, cache_kib: int = 2048) -> Engine:
+def _sqlite_engine(
+    url: str, *, begin: str, synchronous: str, pool_size: int, cache_kib: int = 2048, auto_checkpoint: bool = True
+) -> Engine:
     engine = create_engine(
         url,
         connect_args={"check_same_thread": False, "timeout": SQLITE_BUSY_TIMEOUT_MS / 1000},
@@ -90,6 +95,9 @@ def _sqlite_engine(url: str, *, begin: str, synchronous: str, pool_size: int, ca
         cursor.execute(f"PRAGMA synchronous={synchronous}")
         cursor.execute("PRAGMA foreign_keys=ON")
         cursor.execute(f"PRAGMA cache_size=-{cache_kib}")
+        if not auto_checkpoint:  # the writer's: app/storage/checkpointer.py does it instead
+            cursor.execute("PRAGMA wal_autocheckpoint=0")
+            cursor.execute(f"PRAGMA journal_size_limit={WAL_SIZE_LIMIT_BYTES}")
         cursor.close()
 
     @event.listens_for(engine, "begin")

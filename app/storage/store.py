@@ -14,6 +14,7 @@ from app.constants import SYSTEM_TOPICS
 from app.domain import Topic
 from app.errors import StorageUnavailable, TopicExists, TopicNotFound
 from app.storage import log_store
+from app.storage.checkpointer import Checkpointer
 from app.storage.database import Database
 from app.storage.log_store import AppendRequest
 from app.storage.writer import GroupCommitWriter, LockKey, MergeKind, unstorable
@@ -29,7 +30,11 @@ class Store:
         self.database = database
         # SQLite locks the whole database per write transaction; row locks need ordering only on PostgreSQL.
         prelock = None if database.is_sqlite else log_store.lock_partitions
-        self.writer = GroupCommitWriter(database.writer, prelock=prelock)
+        # SQLite: WAL checkpoints on a thread of their own rather than inside the writer's commits.
+        self._checkpointer = Checkpointer(database.reader) if database.is_sqlite else None
+        self.writer = GroupCommitWriter(
+            database.writer, prelock=prelock, on_commit=self._checkpointer.committed if self._checkpointer else None
+        )
         # Topics are never deleted or repartitioned, so a name once found stays valid.
         self._topics: dict[str, Topic] = {}
         self._topics_by_id: dict[int, Topic] = {}
@@ -41,9 +46,13 @@ class Store:
 
     def start(self) -> None:
         self.writer.start()
+        if self._checkpointer is not None:
+            self._checkpointer.start()
 
     def close(self) -> None:
         self.writer.close()
+        if self._checkpointer is not None:
+            self._checkpointer.close()
         self.database.dispose()
 
     async def write(self, unit: Callable[[Connection], T], *, locks: Sequence[LockKey] = ()) -> T:

@@ -85,9 +85,17 @@ class _Pending:
 class GroupCommitWriter:
     """Runs write units in shared transactions on a dedicated thread."""
 
-    def __init__(self, engine: Engine, *, prelock: Prelock | None = None, max_batch: int = 256) -> None:
+    def __init__(
+        self,
+        engine: Engine,
+        *,
+        prelock: Prelock | None = None,
+        on_commit: Callable[[], None] | None = None,
+        max_batch: int = 256,
+    ) -> None:
         self._engine = engine
         self._prelock = prelock
+        self._on_commit = on_commit
         self._max_batch = max_batch
         self._queue: queue.SimpleQueue[_Pending | None] = queue.SimpleQueue()
         self._thread = threading.Thread(target=self._run, name="halfmq-writer", daemon=True)
@@ -177,6 +185,8 @@ class GroupCommitWriter:
             self.units_committed += succeeded
             GROUP_COMMITS.inc()
             GROUP_COMMIT_UNITS.inc(succeeded)
+            if self._on_commit is not None:
+                self._on_commit()
             for pending in batch:
                 if pending.outcome is not None:
                     pending.done(*pending.outcome)
