@@ -13,13 +13,12 @@ discards, as they should, which is not what this measures.)
 from __future__ import annotations
 
 import argparse
-import tempfile
 import time
 from concurrent.futures import ThreadPoolExecutor
-from pathlib import Path
 
 import httpx
 
+from bench.scenarios import ScratchDatabase
 from tests.support.broker_process import BrokerProcess
 from tests.support.callback_server import CallbackServer
 
@@ -42,11 +41,11 @@ def pending(url: str) -> int:
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--messages", type=int, default=2000)
-    parser.add_argument("--database-url", default=None)
+    parser.add_argument("--db", choices=["sqlite", "postgresql"], default="sqlite",
+                        help="a scratch database of this kind, dropped afterwards (PostgreSQL: halfmq_bench, as python -m bench)")
     parser.add_argument("--check-interval", type=float, default=0.5)
     args = parser.parse_args()
-    with tempfile.TemporaryDirectory() as directory:
-        url = args.database_url or f"sqlite:///{Path(directory) / 'bench.db'}"
+    with ScratchDatabase(args.db, "checker") as url:
         with BrokerProcess(url, run_checker=False) as quiet:
             httpx.post(f"{quiet.url}/v1/topics", json={"name": "orders", "partitions": 4})
             started = time.perf_counter()
