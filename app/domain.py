@@ -2,14 +2,35 @@
 
 from __future__ import annotations
 
+import operator
 import time
-from dataclasses import dataclass
+from dataclasses import dataclass, fields
+from typing import TypeVar
 
 from app.storage.schema import CONTROL_NONE
+
+D = TypeVar("D")
 
 
 def now_ms() -> int:
     return time.time_ns() // 1_000_000
+
+
+def pickled_as_arguments(cls: type[D]) -> type[D]:
+    """Pickle a dataclass as its constructor's arguments, in field order.
+
+    Records, messages and half messages cross to the core process by the hundred per
+    request; a tuple of arguments pickles several times faster than the generic state of
+    a slotted dataclass, which calls ``dataclasses.fields`` for every object.
+    """
+    arguments = operator.attrgetter(*(f.name for f in fields(cls)))
+
+    def __reduce__(self: D) -> tuple[type[D], tuple[object, ...]]:
+        values = arguments(self)
+        return (cls, values if isinstance(values, tuple) else (values,))
+
+    cls.__reduce__ = __reduce__  # type: ignore[assignment,method-assign]
+    return cls
 
 
 @dataclass(frozen=True, slots=True)
@@ -19,6 +40,7 @@ class Topic:
     partitions: int
 
 
+@pickled_as_arguments
 @dataclass(frozen=True, slots=True)
 class Record:
     """A message ready to be appended: the value is already encoded."""
@@ -29,11 +51,6 @@ class Record:
     headers: str | None  # JSON object text, None when there are none
     timestamp: int
     properties: str | None = None
-
-    # Records cross to the core process by the hundred per request; a plain tuple pickles
-    # several times faster than the generic state of a slotted dataclass.
-    def __reduce__(self) -> tuple[type[Record], tuple[object, ...]]:
-        return (Record, (self.key, self.value, self.value_kind, self.headers, self.timestamp, self.properties))
 
 
 @dataclass(frozen=True, slots=True)
@@ -67,6 +84,7 @@ class PartitionState:
     last_stable_offset: int
 
 
+@pickled_as_arguments
 @dataclass(frozen=True, slots=True)
 class StoredMessage:
     topic: str
@@ -78,10 +96,6 @@ class StoredMessage:
     value_kind: int
     headers: str | None
     txn_id: str | None = None
-
-    def __reduce__(self) -> tuple[type[StoredMessage], tuple[object, ...]]:  # see Record.__reduce__
-        fields = (self.topic, self.partition, self.offset, self.timestamp, self.key, self.value, self.value_kind, self.headers, self.txn_id)
-        return (StoredMessage, fields)
 
 
 @dataclass(frozen=True, slots=True)

@@ -20,27 +20,30 @@ from app.domain import (
     ProducerStamp,
     Record,
     Topic,
+    pickled_as_arguments,
 )
-from app.errors import InvalidRequest, OffsetOutOfRange, PartitionNotFound, ReservedTopic
+from app.errors import (
+    InvalidRequest,
+    OffsetOutOfRange,
+    PartitionNotFound,
+    ReservedTopic,
+)
 from app.notifier import PartitionNotifier
 from app.partitioner import partition_for_key
 from app.storage import group_store, log_store, producer_store
 from app.storage.log_store import AppendRequest
 from app.storage.store import Store
 
-
 ClientGone = Callable[[], Awaitable[bool]]
 
 
+@pickled_as_arguments
 @dataclass(frozen=True, slots=True)
 class RoutedRecord:
     """A record and the partition it was asked for (None: let the broker pick)."""
 
     record: Record
     partition: int | None = None
-
-    def __reduce__(self) -> tuple[type[RoutedRecord], tuple[object, ...]]:  # see Record.__reduce__
-        return (RoutedRecord, (self.record, self.partition))
 
 
 class LogService:

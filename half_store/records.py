@@ -4,6 +4,7 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 
+from app.domain import pickled_as_arguments
 from half_store.states import HalfState
 
 # Properties of a half message in RMQ_SYS_TRANS_HALF_TOPIC, named as in RocketMQ.
@@ -22,6 +23,7 @@ def first_check_at(born_timestamp: int, transaction_timeout_ms: int, check_immun
     return born_timestamp + max(transaction_timeout_ms, check_immunity_ms)
 
 
+@pickled_as_arguments
 @dataclass(frozen=True, slots=True)
 class Resolution:
     state: HalfState
@@ -32,6 +34,7 @@ class Resolution:
     resolved_at: int
 
 
+@pickled_as_arguments
 @dataclass(frozen=True, slots=True)
 class HalfMessage:
     """A half message's index entry: where it lives and where it stands."""

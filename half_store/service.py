@@ -20,7 +20,7 @@ import orjson
 from sqlalchemy import Connection
 
 from app.constants import CHECK_MAX_TOPIC, HALF_TOPIC, OP_HALF_TOPIC, OP_REMOVE_TAG
-from app.domain import Record, StoredMessage, Topic, now_ms
+from app.domain import Record, StoredMessage, Topic, now_ms, pickled_as_arguments
 from app.errors import (
     AlreadyResolved,
     HalfMessageNotFound,
@@ -49,6 +49,7 @@ from half_store.states import HalfState, repeats
 from half_store.store import ResolutionConflict
 
 
+@pickled_as_arguments
 @dataclass(frozen=True, slots=True)
 class Prepared:
     half: HalfMessage
