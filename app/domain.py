@@ -5,11 +5,14 @@ from __future__ import annotations
 import operator
 import time
 from dataclasses import dataclass, fields
-from typing import TypeVar
+from typing import TYPE_CHECKING, TypeVar
 
 from app.storage.schema import CONTROL_NONE
 
-D = TypeVar("D")
+if TYPE_CHECKING:
+    from _typeshed import DataclassInstance
+
+D = TypeVar("D", bound="DataclassInstance")
 
 
 def now_ms() -> int:

@@ -188,7 +188,7 @@ class HalfMessageService:
             raise HalfMessageNotFound(f"half message {message_id!r} does not exist")
         return found
 
-    async def list(self, producer_group: str | None, state: HalfState | None, limit: int) -> list[HalfMessage]:
+    async def list_messages(self, producer_group: str | None, state: HalfState | None, limit: int) -> list[HalfMessage]:
         return await self.store.read(lambda conn: store.list_halves(conn, producer_group, state, limit))
 
     # -- listeners ------------------------------------------------------------------------------

@@ -134,7 +134,7 @@ async def list_halves(
     limit: Annotated[int, Query(ge=1, le=10_000)] = 1000,
 ) -> Response:
     # An empty filter (`?producer_group=&state=`) means no filter, as in the contract's own example.
-    found = await broker_of(request).halves.list(producer_group or None, state or None, limit)
+    found = await broker_of(request).halves.list_messages(producer_group or None, state or None, limit)
     return JsonResponse({"half_messages": [describe(h) for h in found]})
 
 

@@ -40,7 +40,9 @@ EXPOSED: dict[str, frozenset[str]] = {
         }
     ),
     "coordinator": frozenset({"init_producer", "produce", "begin", "describe", "add_offsets", "end"}),
-    "halves": frozenset({"prepare", "commit", "rollback", "get", "list", "register_listener", "remove_listener"}),
+    "halves": frozenset(
+        {"prepare", "commit", "rollback", "get", "list_messages", "register_listener", "remove_listener"}
+    ),
     "polling": frozenset({"poll"}),
     "broker": frozenset({"ready", "metrics"}),
 }
