@@ -13,14 +13,13 @@ answered from the first one: the same body for the same outcome, 409 otherwise.
 from __future__ import annotations
 
 import secrets
-from collections import defaultdict
 from dataclasses import dataclass, replace
 
 import orjson
 from sqlalchemy import Connection
 
 from app.constants import CHECK_MAX_TOPIC, HALF_TOPIC, OP_HALF_TOPIC, OP_REMOVE_TAG
-from app.domain import Record, StoredMessage, Topic, now_ms, pickled_as_arguments
+from app.domain import Record, StoredMessage, now_ms, pickled_as_arguments
 from app.errors import (
     AlreadyResolved,
     HalfMessageNotFound,
@@ -31,6 +30,7 @@ from app.json_bytes import stored_json
 from app.log_service import LogService
 from app.metrics import HALF_MESSAGES
 from app.storage import log_store
+from app.storage.log_store import AppendRequest
 from app.storage.schema import VALUE_JSON
 from app.storage.writer import MergeKind
 from half_store import store
@@ -217,17 +217,10 @@ class HalfMessageService:
             return []
 
         def unit(conn: Connection) -> list[CheckCandidate]:
-            half_topic = self.store.topic_sync(conn, HALF_TOPIC)
             next_check_at = now_ms() + next_check_in_ms
-            claimed = []
-            for half in halves:
-                if not store.claim_check(conn, half.message_id, half.check_times, next_check_at):
-                    continue
-                stored = log_store.read_one(conn, half_topic, 0, half.half_offset)
-                if stored is None:
-                    raise InternalError(f"half message {half.message_id} is indexed but missing from {HALF_TOPIC}")
-                claimed.append(CheckCandidate(replace(half, check_times=half.check_times + 1), stored[0]))
-            return claimed
+            claimed = [h for h in halves if store.claim_check(conn, h.message_id, h.check_times, next_check_at)]
+            bodies = self._bodies(conn, claimed)
+            return [CheckCandidate(replace(h, check_times=h.check_times + 1), bodies[h.half_offset][0]) for h in claimed]
 
         return await self.store.write(unit)
 
@@ -252,9 +245,10 @@ class HalfMessageService:
     def _resolve_many(self, conn: Connection, requests: list[_ResolveRequest]) -> list[tuple[HalfMessage, bool]]:
         """Resolutions of one group commit together; each answer says whether this request resolved it.
 
-        One read of the index and of the bodies, one append per destination partition, one
-        append of op records, one insert of resolutions. A message asked twice in one batch
-        fails the batch; the writer then runs each alone, and the second finds the first.
+        One read of the index and of the bodies, one append of the bodies and op records
+        (an offset allocation per partition, one insert), one insert of resolutions. A
+        message asked twice in one batch fails the batch; the writer then runs each alone,
+        and the second finds the first.
         """
         found = store.get_many(conn, [r.message_id for r in requests])
         answers: dict[int, tuple[HalfMessage, bool]] = {}
@@ -271,9 +265,16 @@ class HalfMessageService:
                 resolving[request.message_id] = (index, half, request)
         if resolving:
             todo = list(resolving.values())
-            destinations = self._move_bodies(conn, [(index, half, request.target) for index, half, request in todo])
+            moves = self._body_moves(conn, todo)
             op_topic = self.store.topic_sync(conn, OP_HALF_TOPIC)
-            op_base = log_store.append(conn, op_topic, 0, [_op_record(half, request.target) for _, half, request in todo])
+            op_records = AppendRequest(op_topic, {0: [_op_record(half, request.target) for _, half, request in todo]})
+            bases = log_store.append_many(conn, [move for _, move in moves] + [op_records])
+            destinations = {
+                index: (move.topic, partition, bases[n][partition])
+                for n, (index, move) in enumerate(moves)
+                for partition in move.records
+            }
+            op_base = bases[-1][0]
             new = [
                 store.NewResolution(half, request.target, destinations.get(index), op_base + n, request.resolved_by)
                 for n, (index, half, request) in enumerate(todo)
@@ -282,32 +283,33 @@ class HalfMessageService:
                 answers[index] = (replace(half, next_check_at=None, resolution=resolution), True)
         return [answers[index] for index in range(len(requests))]
 
-    def _move_bodies(
-        self, conn: Connection, moves: list[tuple[int, HalfMessage, HalfState]]
-    ) -> dict[int, tuple[Topic, int, int]]:
-        """Append each half message's body to where its outcome sends it (a rollback sends it nowhere)."""
-        moving = [(index, half, target) for index, half, target in moves if target is not HalfState.ROLLED_BACK]
-        if not moving:
-            return {}
-        half_topic = self.store.topic_sync(conn, HALF_TOPIC)
-        bodies = log_store.read_offsets(conn, half_topic, 0, [half.half_offset for _, half, _ in moving])
-        batches: dict[tuple[str, int], list[tuple[int, Record]]] = defaultdict(list)
+    def _body_moves(
+        self, conn: Connection, todo: list[tuple[int, HalfMessage, _ResolveRequest]]
+    ) -> list[tuple[int, AppendRequest]]:
+        """Where each resolution sends its half message's body (a rollback sends it nowhere)."""
+        moving = [(index, half, request.target) for index, half, request in todo if request.target is not HalfState.ROLLED_BACK]
+        bodies = self._bodies(conn, [half for _, half, _ in moving])
+        moves = []
         for index, half, target in moving:
-            if half.half_offset not in bodies:
-                raise InternalError(f"half message {half.message_id} is indexed but missing from {HALF_TOPIC}")
             body, properties = bodies[half.half_offset]
             if target is HalfState.COMMITTED:
                 destination, partition, kept_properties = half.topic, half.partition, None
             else:
                 destination, partition, kept_properties = CHECK_MAX_TOPIC, 0, properties
             record = Record(body.key, body.value, body.value_kind, body.headers, now_ms(), kept_properties)
-            batches[(destination, partition)].append((index, record))
-        placed: dict[int, tuple[Topic, int, int]] = {}
-        for (name, partition), batch in batches.items():
-            topic = self.store.topic_sync(conn, name)
-            base = log_store.append(conn, topic, partition, [record for _, record in batch])
-            placed.update((index, (topic, partition, base + n)) for n, (index, _) in enumerate(batch))
-        return placed
+            moves.append((index, AppendRequest(self.store.topic_sync(conn, destination), {partition: [record]})))
+        return moves
+
+    def _bodies(self, conn: Connection, halves: list[HalfMessage]) -> dict[int, tuple[StoredMessage, str | None]]:
+        """The bodies of ``halves`` in the half topic, by half offset, with their properties."""
+        if not halves:
+            return {}
+        half_topic = self.store.topic_sync(conn, HALF_TOPIC)
+        bodies = log_store.read_offsets(conn, half_topic, 0, [half.half_offset for half in halves])
+        for half in halves:
+            if half.half_offset not in bodies:
+                raise InternalError(f"half message {half.message_id} is indexed but missing from {HALF_TOPIC}")
+        return bodies
 
     async def _resolution_locks(self, message_id: str, target: HalfState) -> list[tuple[int, int]]:
         """The partitions a resolution appends to, read beforehand so the write can lock them in order."""

@@ -180,13 +180,15 @@ def insert_resolutions(conn: Connection, resolutions: Sequence[NewResolution]) -
     """
     resolved_at = now_ms()
     rows = []
+    recorded = []
     for new in resolutions:
         topic, partition, offset = new.destination or (None, None, None)
+        topic_id, topic_name = (None, None) if topic is None else (topic.topic_id, topic.name)
         rows.append(
             {
                 "message_id": new.half.message_id,
                 "outcome": new.state.value,
-                "topic_id": None if topic is None else topic.topic_id,
+                "topic_id": topic_id,
                 "partition": partition,
                 "offset": offset,
                 "op_offset": new.op_offset,
@@ -194,22 +196,13 @@ def insert_resolutions(conn: Connection, resolutions: Sequence[NewResolution]) -
                 "resolved_at": resolved_at,
             }
         )
+        recorded.append(Resolution(new.state, topic_name, partition, offset, new.resolved_by, resolved_at))
     try:
         conn.execute(_INSERT_RESOLUTION, rows)
     except IntegrityError as error:
         raise ResolutionConflict(", ".join(new.half.message_id for new in resolutions)) from error
     conn.execute(_MARK_RESOLVED, [{"id": new.half.message_id} for new in resolutions])
-    return [
-        Resolution(
-            new.state,
-            None if new.destination is None else new.destination[0].name,
-            None if new.destination is None else new.destination[1],
-            None if new.destination is None else new.destination[2],
-            new.resolved_by,
-            resolved_at,
-        )
-        for new in resolutions
-    ]
+    return recorded
 
 
 # -- retention -----------------------------------------------------------------------------

@@ -295,7 +295,8 @@ def read_range(conn: Connection, topic: Topic, partition: int, start: int, end: 
     ]
 
 
-_READ_ONE = select(
+_READ_AT_OFFSETS = select(
+    messages.c.offset,
     messages.c.timestamp,
     messages.c.key,
     messages.c.value,
@@ -303,13 +304,6 @@ _READ_ONE = select(
     messages.c.headers,
     messages.c.properties,
 ).where(
-    messages.c.topic_id == bindparam("t_id"),
-    messages.c.partition == bindparam("p_id"),
-    messages.c.offset == bindparam("offset"),
-)
-
-
-_READ_SOME = select(messages.c.offset, *_READ_ONE.selected_columns).where(
     messages.c.topic_id == bindparam("t_id"),
     messages.c.partition == bindparam("p_id"),
     messages.c.offset.in_(bindparam("offsets", expanding=True)),
@@ -322,20 +316,11 @@ def read_offsets(
     """The messages at ``offsets`` with their system properties, by offset (missing ones left out)."""
     if not offsets:
         return {}
-    rows = conn.execute(_READ_SOME, {"t_id": topic.topic_id, "p_id": partition, "offsets": list(offsets)})
+    rows = conn.execute(_READ_AT_OFFSETS, {"t_id": topic.topic_id, "p_id": partition, "offsets": list(offsets)})
     return {
         int(offset): (StoredMessage(topic.name, partition, int(offset), int(ts), key, bytes(value), int(kind), headers), properties)
         for offset, ts, key, value, kind, headers, properties in rows
     }
-
-
-def read_one(conn: Connection, topic: Topic, partition: int, offset: int) -> tuple[StoredMessage, str | None] | None:
-    """One message and its system properties (used by the half store)."""
-    row = conn.execute(_READ_ONE, {"t_id": topic.topic_id, "p_id": partition, "offset": offset}).first()
-    if row is None:
-        return None
-    ts, key, value, kind, headers, properties = row
-    return StoredMessage(topic.name, partition, offset, int(ts), key, bytes(value), int(kind), headers), properties
 
 
 def aborted_transactions(conn: Connection, topic_id: int, partition: int, start: int, end: int) -> set[str]:
