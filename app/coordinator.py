@@ -13,7 +13,8 @@ from __future__ import annotations
 
 import logging
 import secrets
-from collections.abc import Sequence
+from collections import defaultdict
+from collections.abc import Iterable, Sequence
 from dataclasses import dataclass, replace
 
 from sqlalchemy import Connection
@@ -23,18 +24,19 @@ from app.errors import (
     AlreadyResolved,
     ConcurrentTransactions,
     InvalidRequest,
-    InvalidTransactionState,
     InvalidTransactionTimeout,
     ProducerFenced,
-    TransactionNotFound,
 )
-from app.log_service import LogService, append_stamped, check_offset_committable, check_partition
+from app.log_service import LogService, check_offset_committable, check_partition
 from app.metrics import TRANSACTIONS
 from app.notifier import PartitionKey
 from app.settings import Settings
+from app.stamped_append import STAMPED_APPEND, StampedAppend, lock_open, refuse_fenced, transaction
 from app.storage import group_store, log_store, producer_store, txn_store
+from app.storage.log_store import AppendRequest
 from app.storage.schema import CONTROL_ABORT, CONTROL_COMMIT
-from app.storage.txn_store import TransactionRow
+from app.storage.txn_store import TransactionRow, TxnPartition
+from app.storage.writer import MergeKind, NotMergeable
 from app.txn_state import TxnState, answers_end_request, final_state, prepare_state
 
 log = logging.getLogger(__name__)
@@ -46,12 +48,39 @@ class TransactionView:
     partitions: list[tuple[str, int]]
 
 
+@dataclass(frozen=True, slots=True)
+class _BeginRequest:
+    txn_id: str
+    producer_id: int | None
+    producer_epoch: int | None
+    timeout_ms: int | None
+
+
+@dataclass(frozen=True, slots=True)
+class _EndRequest:
+    txn_id: str
+    commit: bool
+
+
+@dataclass(frozen=True, slots=True)
+class _Ended:
+    txn: TransactionRow
+    state: TxnState
+    touched: set[PartitionKey]
+
+
+def _union(sets: Iterable[set[PartitionKey]]) -> set[PartitionKey]:
+    return set().union(*sets)
+
+
 class Coordinator:
     def __init__(self, log: LogService, settings: Settings) -> None:
         self.log = log
         self.store = log.store
         self.notifier = log.notifier
         self.settings = settings
+        self._begin_kind: MergeKind[_BeginRequest, TransactionRow] = MergeKind("txn-begin", self._begin_many)
+        self._end_kind: MergeKind[_EndRequest, _Ended] = MergeKind("txn-end", self._end_many)
 
     # -- producers -------------------------------------------------------------------------
 
@@ -68,14 +97,15 @@ class Coordinator:
 
         def unit(conn: Connection) -> tuple[ProducerIdentity, set[PartitionKey]]:
             producer_id, epoch, known = producer_store.bump_transactional_producer(conn, transactional_id, timeout)
-            touched: set[PartitionKey] = set()
+            prepared: list[TransactionRow] = []
             if known:
                 for txn in txn_store.unfinished_of_producer(conn, producer_id):
-                    commit = txn.state is TxnState.PREPARE_COMMIT
                     if txn.state is TxnState.OPEN:
                         txn_store.transition(conn, txn.txn_id, TxnState.OPEN, TxnState.PREPARE_ABORT)
-                    touched |= self._complete(conn, txn.txn_id, prepare_state(commit), timed_out=False)
-            return ProducerIdentity(producer_id, epoch, transactional_id), touched
+                        txn = replace(txn, state=TxnState.PREPARE_ABORT)
+                    prepared.append(txn)
+            touched = self._complete(conn, prepared)
+            return ProducerIdentity(producer_id, epoch, transactional_id), _union(touched.values())
 
         identity, touched = await self.store.write(unit)
         self.notifier.notify(touched)
@@ -94,42 +124,51 @@ class Coordinator:
     async def begin(self, producer_id: int | None, producer_epoch: int | None, timeout_ms: int | None) -> TransactionRow:
         if (producer_id is None) != (producer_epoch is None):
             raise InvalidRequest("give producer_id and producer_epoch together, or neither")
-        txn_id = "txn-" + secrets.token_hex(12)
+        if producer_id is None:
+            self.checked_timeout(timeout_ms)  # refused before it is queued; a producer's default needs its row
+        request = _BeginRequest("txn-" + secrets.token_hex(12), producer_id, producer_epoch, timeout_ms)
+        return await self.store.write_merged(self._begin_kind, request)
 
-        def unit(conn: Connection) -> TransactionRow:
-            timeout = timeout_ms
-            if producer_id is not None and producer_epoch is not None:
+    def _begin_many(self, conn: Connection, requests: list[_BeginRequest]) -> list[TransactionRow]:
+        """The begins of one group commit: a producer's checks each, one insert for all.
+
+        Two begins of one producer in a batch fail it: the second must see the first.
+        """
+        producers = [r.producer_id for r in requests if r.producer_id is not None]
+        if len(set(producers)) != len(producers):
+            raise NotMergeable("two begins of one producer")
+        now = now_ms()
+        rows = []
+        for request in requests:
+            timeout = request.timeout_ms
+            if request.producer_id is not None and request.producer_epoch is not None:
                 # Lock the producer row first: a concurrent InitProducerId (epoch bump) or begin
                 # then waits for this one, so the checks below see a settled epoch.
-                producer_timeout = producer_store.touch(conn, producer_id)
-                producer_store.check_epoch(conn, producer_id, producer_epoch)
-                open_txns = txn_store.unfinished_of_producer(conn, producer_id)
+                producer_timeout = producer_store.touch(conn, request.producer_id)
+                producer_store.check_epoch(conn, request.producer_id, request.producer_epoch)
+                open_txns = txn_store.unfinished_of_producer(conn, request.producer_id)
                 if open_txns:
                     raise ConcurrentTransactions(
-                        f"producer {producer_id} already has transaction {open_txns[0].txn_id} in progress"
+                        f"producer {request.producer_id} already has transaction {open_txns[0].txn_id} in progress"
                     )
                 timeout = timeout or producer_timeout
-            return txn_store.insert_transaction(conn, txn_id, producer_id, producer_epoch, self.checked_timeout(timeout))
-
-        return await self.store.write(unit)
+            timeout = self.checked_timeout(timeout)
+            rows.append(
+                TransactionRow(
+                    request.txn_id, request.producer_id, request.producer_epoch, TxnState.OPEN, timeout, False, now, now + timeout
+                )
+            )
+        txn_store.insert_transactions(conn, rows)
+        return rows
 
     async def produce(self, topic_name: str, partition: int, records: Sequence[Record], stamp: ProducerStamp) -> AppendResult:
         """Append a batch inside a transaction; the partition joins the transaction."""
+        assert stamp.txn_id is not None
         topic = await self.log.writable_topic(topic_name)
         check_partition(topic, partition)
-        txn_id = stamp.txn_id
-        assert txn_id is not None
-
-        def unit(conn: Connection) -> AppendResult:
-            txn = self._lock_open(conn, txn_id)
-            if stamp.producer_id is not None and stamp.producer_id != txn.producer_id:
-                raise InvalidRequest(f"transaction {txn_id} does not belong to producer {stamp.producer_id}")
-            result = append_stamped(conn, topic, partition, records, stamp)
-            if not result.duplicate:
-                txn_store.add_partition(conn, txn_id, topic.topic_id, partition, result.base_offset)
-            return result
-
-        result = await self.store.write(unit, locks=[(topic.topic_id, partition)])
+        result = await self.store.write_merged(
+            STAMPED_APPEND, StampedAppend(topic, partition, records, stamp), locks=[(topic.topic_id, partition)]
+        )
         if not result.duplicate:
             self.notifier.notify([(topic.topic_id, partition)])  # read_uncommitted readers
         return result
@@ -140,7 +179,7 @@ class Coordinator:
             check_partition(topic, commit.partition)
 
         def unit(conn: Connection) -> None:
-            self._lock_open(conn, txn_id)
+            lock_open(conn, txn_id)
             for topic, commit in resolved:
                 check_offset_committable(conn, topic, commit)
             txn_store.put_offsets(
@@ -151,39 +190,54 @@ class Coordinator:
 
     async def end(self, txn_id: str, commit: bool) -> TxnState:
         """Commit or abort; repeating the same request answers the same, the other one is 409."""
-        target = prepare_state(commit)
-
-        def prepare(conn: Connection) -> tuple[TransactionRow, TxnState]:
-            txn = self._get(conn, txn_id)
-            if answers_end_request(txn.state, commit):
-                return txn, txn.state
-            if txn.state is TxnState.OPEN and txn.expires_at <= now_ms() and self._start_timeout_abort(conn, txn):
-                # Too late: the timeout wins, whether its job got here first or this request did.
-                return replace(txn, timed_out=True), TxnState.PREPARE_ABORT
-            self._refuse_fenced(conn, txn)
-            if txn.state is not TxnState.OPEN:
-                raise AlreadyResolved(f"transaction {txn_id} is {txn.state.value}")
-            if not txn_store.transition(conn, txn_id, TxnState.OPEN, target):
-                raise AlreadyResolved(f"transaction {txn_id} was ended concurrently")
-            return txn, target
-
-        def unit(conn: Connection) -> tuple[TransactionRow, TxnState, set[PartitionKey]]:
-            txn, state = prepare(conn)
-            if not state.is_preparing:
-                return txn, state, set()
-            return (txn, *self._complete_now(conn, txn_id, state, timed_out=txn.timed_out))
-
-        txn, state, touched = await self.store.write(unit, locks=await self._locks_of(txn_id))
-        self.notifier.notify(touched)  # read_committed readers held at the LSO may go on
-        if commit and state is TxnState.TIMED_OUT:
-            if txn.producer_id is not None:
+        locks = await self._locks_of(txn_id) if self.store.orders_locks else []
+        ended = await self.store.write_merged(self._end_kind, _EndRequest(txn_id, commit), locks=locks)
+        self.notifier.notify(ended.touched)  # read_committed readers held at the LSO may go on
+        if commit and ended.state is TxnState.TIMED_OUT:
+            if ended.txn.producer_id is not None:
                 raise ProducerFenced(f"transaction {txn_id} passed its timeout; its producer epoch is fenced")
             raise AlreadyResolved(f"transaction {txn_id} passed its timeout and was aborted")
-        return state
+        return ended.state
+
+    def _end_many(self, conn: Connection, requests: list[_EndRequest]) -> list[_Ended]:
+        """The commits and aborts of one group commit, together.
+
+        Phase one moves each OPEN transaction to PREPARE_* (one compare-and-set per
+        outcome); phase two writes every marker in one append. A transaction asked
+        twice in one batch fails the batch; the writer then runs each request alone.
+        """
+        if len({r.txn_id for r in requests}) != len(requests):
+            raise NotMergeable("one transaction ended twice in a batch")
+        found = txn_store.get_many(conn, [r.txn_id for r in requests])
+        now = now_ms()
+        prepared: list[TransactionRow] = []
+        opening: dict[TxnState, list[TransactionRow]] = defaultdict(list)
+        for request in requests:
+            txn = found.get(request.txn_id) or transaction(conn, request.txn_id)
+            if answers_end_request(txn.state, request.commit):
+                if txn.state.is_preparing:
+                    prepared.append(txn)  # a crash left it half done: finish it now
+                continue
+            if txn.state is TxnState.OPEN and txn.expires_at <= now and self._start_timeout_abort(conn, txn):
+                # Too late: the timeout wins, whether its job got here first or this request did.
+                prepared.append(replace(txn, state=TxnState.PREPARE_ABORT, timed_out=True))
+                continue
+            refuse_fenced(conn, txn)
+            if txn.state is not TxnState.OPEN:
+                raise AlreadyResolved(f"transaction {txn.txn_id} is {txn.state.value}")
+            opening[prepare_state(request.commit)].append(txn)
+        for target, txns in opening.items():
+            moved = txn_store.transition_many(conn, [t.txn_id for t in txns], TxnState.OPEN, target)
+            if len(moved) != len(txns):
+                raise AlreadyResolved(f"transaction {next(t.txn_id for t in txns if t.txn_id not in moved)} was ended concurrently")
+            prepared.extend(replace(t, state=target) for t in txns)
+        touched = self._complete_now(conn, prepared)
+        final = txn_store.get_many(conn, [r.txn_id for r in requests])
+        return [_Ended(final[r.txn_id], final[r.txn_id].state, touched.get(r.txn_id, set())) for r in requests]
 
     async def describe(self, txn_id: str) -> TransactionView:
         def query(conn: Connection) -> TransactionView:
-            txn = self._get(conn, txn_id)
+            txn = transaction(conn, txn_id)
             parts = [
                 (self.store.topic_by_id_sync(conn, p.topic_id).name, p.partition)
                 for p in txn_store.partitions_of(conn, txn_id)
@@ -199,13 +253,13 @@ class Coordinator:
         expired = await self.store.read(lambda conn: txn_store.expired_open(conn, now_ms(), limit))
         for txn in expired:
 
-            def unit(conn: Connection, txn: TransactionRow = txn) -> tuple[TxnState, set[PartitionKey]]:
+            def unit(conn: Connection, txn: TransactionRow = txn) -> set[PartitionKey]:
                 if not self._start_timeout_abort(conn, txn):
-                    return txn.state, set()
-                return self._complete_now(conn, txn.txn_id, TxnState.PREPARE_ABORT, timed_out=True)
+                    return set()
+                aborting = replace(txn, state=TxnState.PREPARE_ABORT, timed_out=True)
+                return _union(self._complete_now(conn, [aborting]).values())
 
-            _, touched = await self.store.write(unit, locks=await self._locks_of(txn.txn_id))
-            self.notifier.notify(touched)
+            self.notifier.notify(await self.store.write(unit, locks=await self._locks_of(txn.txn_id)))
         return len(expired)
 
     async def complete_prepared(self, limit: int = 100) -> int:
@@ -213,60 +267,77 @@ class Coordinator:
         pending = await self.store.read(lambda conn: txn_store.preparing(conn, limit))
         for txn in pending:
 
-            def unit(conn: Connection, txn: TransactionRow = txn) -> tuple[TxnState, set[PartitionKey]]:
-                return self._complete_now(conn, txn.txn_id, txn.state, timed_out=txn.timed_out)
+            def unit(conn: Connection, txn: TransactionRow = txn) -> set[PartitionKey]:
+                return _union(self._complete_now(conn, [txn]).values())
 
-            _, touched = await self.store.write(unit, locks=await self._locks_of(txn.txn_id))
-            self.notifier.notify(touched)
+            self.notifier.notify(await self.store.write(unit, locks=await self._locks_of(txn.txn_id)))
         return len(pending)
 
     # -- internals ------------------------------------------------------------------------------------
 
-    def _complete_now(
-        self, conn: Connection, txn_id: str, prepared: TxnState, *, timed_out: bool
-    ) -> tuple[TxnState, set[PartitionKey]]:
+    def _complete_now(self, conn: Connection, prepared: list[TransactionRow]) -> dict[str, set[PartitionKey]]:
         """Phase two in the same database transaction as phase one, when it can be done at once.
 
-        Phase two runs in a savepoint: if it fails, phase one (the PREPARE_* state) is
-        still committed, and recovery completes the transaction later.
+        Phase two runs in a savepoint: if it fails, phase one (the PREPARE_* states) is
+        still committed, and recovery completes the transactions later.
         """
+        if not prepared:
+            return {}
         try:
             with conn.begin_nested():
-                touched = self._complete(conn, txn_id, prepared, timed_out=timed_out)
-        except Exception:  # noqa: BLE001 - left prepared on purpose; complete_prepared retries it
-            log.exception("could not complete transaction %s now; it stays %s", txn_id, prepared.value)
-            return prepared, set()
-        return self._get(conn, txn_id).state, touched
+                return self._complete(conn, prepared)
+        except Exception:  # noqa: BLE001 - left prepared on purpose; complete_prepared retries them
+            log.exception("could not complete transactions %s now; they stay prepared", [t.txn_id for t in prepared])
+            return {}
 
     async def _locks_of(self, txn_id: str) -> list[PartitionKey]:
         """The partitions a transaction wrote to: the rows its end will lock."""
         parts = await self.store.read(lambda conn: txn_store.partitions_of(conn, txn_id))
         return [(p.topic_id, p.partition) for p in parts]
 
-    def _complete(self, conn: Connection, txn_id: str, prepared: TxnState, *, timed_out: bool) -> set[PartitionKey]:
-        """Phase two: markers on every partition, offsets on commit, final state. Idempotent."""
-        final = final_state(prepared, timed_out=timed_out)
-        if not txn_store.transition(conn, txn_id, prepared, final):
-            return set()  # someone else completed it
-        TRANSACTIONS.labels(final.value).inc()
-        commit = prepared is TxnState.PREPARE_COMMIT
-        txn = self._get(conn, txn_id)
-        touched: set[PartitionKey] = set()
-        for part in txn_store.partitions_of(conn, txn_id):
-            if part.marker_offset is not None:
-                continue
-            topic = self.store.topic_by_id_sync(conn, part.topic_id)
-            marker = Record(None, b"null", 0, None, now_ms())
-            stamp = ProducerStamp(
-                txn.producer_id, txn.producer_epoch, None, txn_id, CONTROL_COMMIT if commit else CONTROL_ABORT
-            )
-            offset = log_store.append(conn, topic, part.partition, [marker], stamp)
-            txn_store.mark_partition_ended(conn, txn_id, part.topic_id, part.partition, offset, aborted=not commit)
-            touched.add((part.topic_id, part.partition))
-        staged = txn_store.take_offsets(conn, txn_id)
-        if commit:
-            for group, offsets in staged.items():
-                group_store.commit_offsets(conn, group, offsets)
+    def _complete(self, conn: Connection, prepared: list[TransactionRow]) -> dict[str, set[PartitionKey]]:
+        """Phase two for transactions in PREPARE_*: final state, a marker on every partition
+        each wrote to (one append for all), staged offsets on commit. Idempotent: a
+        transaction someone else completed is skipped. Returns the partitions each marked.
+        """
+        finishing: list[TransactionRow] = []
+        edges: dict[tuple[TxnState, TxnState], list[str]] = defaultdict(list)
+        for txn in prepared:
+            edges[(txn.state, final_state(txn.state, timed_out=txn.timed_out))].append(txn.txn_id)
+        moved: set[str] = set()
+        for (source, target), ids in edges.items():
+            moved |= txn_store.transition_many(conn, ids, source, target)
+            TRANSACTIONS.labels(target.value).inc(len(moved.intersection(ids)))
+        finishing = [txn for txn in prepared if txn.txn_id in moved]
+        if not finishing:
+            return {}
+        ids = [txn.txn_id for txn in finishing]
+        parts = txn_store.partitions_of_many(conn, ids)
+        markers: list[tuple[TransactionRow, TxnPartition, AppendRequest]] = []
+        for txn in finishing:
+            commit = txn.state is TxnState.PREPARE_COMMIT
+            stamp = ProducerStamp(txn.producer_id, txn.producer_epoch, None, txn.txn_id, CONTROL_COMMIT if commit else CONTROL_ABORT)
+            for part in parts.get(txn.txn_id, []):
+                if part.marker_offset is None:
+                    topic = self.store.topic_by_id_sync(conn, part.topic_id)
+                    marker = Record(None, b"null", 0, None, now_ms())
+                    markers.append((txn, part, AppendRequest(topic, {part.partition: [marker]}, stamp)))
+        offsets = log_store.append_many(conn, [request for _, _, request in markers])
+        txn_store.mark_partitions_ended(
+            conn,
+            [
+                (txn.txn_id, part.topic_id, part.partition, bases[part.partition], txn.state is TxnState.PREPARE_ABORT)
+                for (txn, part, _), bases in zip(markers, offsets, strict=True)
+            ],
+        )
+        staged = txn_store.take_offsets(conn, ids)
+        for txn in finishing:
+            if txn.state is TxnState.PREPARE_COMMIT:
+                for group, group_offsets in staged.get(txn.txn_id, {}).items():
+                    group_store.commit_offsets(conn, group, group_offsets)
+        touched: dict[str, set[PartitionKey]] = defaultdict(set)
+        for txn, part, _ in markers:
+            touched[txn.txn_id].add((part.topic_id, part.partition))
         return touched
 
     @staticmethod
@@ -276,29 +347,3 @@ class Coordinator:
         if moved and txn.producer_id is not None and txn.producer_epoch is not None:
             producer_store.fence(conn, txn.producer_id, txn.producer_epoch)
         return moved
-
-    def _get(self, conn: Connection, txn_id: str) -> TransactionRow:
-        txn = txn_store.get(conn, txn_id)
-        if txn is None:
-            raise TransactionNotFound(f"transaction {txn_id!r} does not exist")
-        return txn
-
-    def _lock_open(self, conn: Connection, txn_id: str) -> TransactionRow:
-        locked = txn_store.lock_open(conn, txn_id)
-        if locked is not None:
-            return locked
-        txn = self._get(conn, txn_id)
-        self._refuse_fenced(conn, txn)
-        if txn.state is TxnState.OPEN:
-            raise InvalidTransactionState(f"transaction {txn_id} has passed its timeout and is being aborted")
-        raise InvalidTransactionState(f"transaction {txn_id} is {txn.state.value}, not OPEN")
-
-    @staticmethod
-    def _refuse_fenced(conn: Connection, txn: TransactionRow) -> None:
-        if txn.producer_id is None or txn.producer_epoch is None:
-            return
-        current = producer_store.current_epoch(conn, txn.producer_id)
-        if current is not None and current > txn.producer_epoch:
-            raise ProducerFenced(
-                f"transaction {txn.txn_id} belongs to producer epoch {txn.producer_epoch}, fenced by epoch {current}"
-            )

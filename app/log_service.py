@@ -23,14 +23,14 @@ from app.domain import (
     pickled_as_arguments,
 )
 from app.errors import (
-    InvalidRequest,
     OffsetOutOfRange,
     PartitionNotFound,
     ReservedTopic,
 )
 from app.notifier import PartitionNotifier
 from app.partitioner import partition_for_key
-from app.storage import group_store, log_store, producer_store
+from app.stamped_append import STAMPED_APPEND, StampedAppend
+from app.storage import group_store, log_store
 from app.storage.log_store import AppendRequest
 from app.storage.store import Store
 
@@ -105,10 +105,9 @@ class LogService:
         topic = await self.writable_topic(topic_name)
         check_partition(topic, partition)
 
-        def unit(conn: Connection) -> AppendResult:
-            return append_stamped(conn, topic, partition, records, stamp)
-
-        result = await self.store.write(unit, locks=[(topic.topic_id, partition)])
+        result = await self.store.write_merged(
+            STAMPED_APPEND, StampedAppend(topic, partition, records, stamp), locks=[(topic.topic_id, partition)]
+        )
         if not result.duplicate:
             self.notifier.notify([(topic.topic_id, partition)])
         return result
@@ -178,24 +177,6 @@ def check_offset_committable(conn: Connection, topic: Topic, commit: OffsetCommi
         raise OffsetOutOfRange(
             f"offset {commit.offset} is past the high watermark {high_watermark} of {topic.name}/{commit.partition}"
         )
-
-
-def append_stamped(
-    conn: Connection, topic: Topic, partition: int, records: Sequence[Record], stamp: ProducerStamp
-) -> AppendResult:
-    """Append with Kafka's idempotence checks when the batch carries a producer id."""
-    if stamp.producer_id is not None:
-        if stamp.producer_epoch is None:
-            raise InvalidRequest("producer_epoch is required with producer_id")
-        producer_store.check_epoch(conn, stamp.producer_id, stamp.producer_epoch)
-        if stamp.base_sequence is not None:
-            original = producer_store.claim_sequence(
-                conn, stamp.producer_id, stamp.producer_epoch, topic, partition, stamp.base_sequence, len(records)
-            )
-            if original is not None:
-                return original
-    base = log_store.append(conn, topic, partition, records, stamp)
-    return AppendResult(partition, base, len(records))
 
 
 def read_partition(

@@ -110,15 +110,21 @@ def _insert_sql(paramstyle: str) -> str:
 
 
 def _insert_messages(conn: Connection, rows: list[MessageRow]) -> None:
-    conn.exec_driver_sql(_insert_sql(conn.dialect.paramstyle), rows)
+    if rows:
+        conn.exec_driver_sql(_insert_sql(conn.dialect.paramstyle), rows)
 
 
 @dataclass(frozen=True, slots=True)
 class AppendRequest:
-    """Records for some partitions of one topic, appended together (one produce request)."""
+    """Records for some partitions of one topic, appended together (one produce request).
+
+    ``stamp`` is written on every row; its ``base_sequence`` numbers each partition's
+    records from there (only single-partition requests carry one).
+    """
 
     topic: Topic
     records: dict[int, list[Record]]
+    stamp: ProducerStamp = ProducerStamp()
 
 
 def lock_partitions(conn: Connection, keys: list[tuple[int, int]]) -> None:
@@ -167,18 +173,11 @@ def append(
     stamp: ProducerStamp = ProducerStamp(),
 ) -> int:
     """Append ``records`` to one partition; returns the offset of the first."""
-    base = allocate_offsets(conn, topic, partition, len(records))
-    first_sequence = stamp.base_sequence
-    rows = [
-        _row(topic.topic_id, partition, base + i, r, stamp, None if first_sequence is None else first_sequence + i)
-        for i, r in enumerate(records)
-    ]
-    _insert_messages(conn, rows)
-    return base
+    return append_many(conn, [AppendRequest(topic, {partition: list(records)}, stamp)])[0][partition]
 
 
 def append_many(conn: Connection, requests: list[AppendRequest]) -> list[dict[int, int]]:
-    """Plain appends of several requests at once: one offset allocation per partition, one insert.
+    """Appends of several requests at once: one offset allocation per partition, one insert.
 
     Returns, per request, the first offset each of its partitions got. Partitions
     are allocated in sorted order, like every other multi-partition write.
@@ -192,16 +191,19 @@ def append_many(conn: Connection, requests: list[AppendRequest]) -> list[dict[in
     next_free = {
         key: allocate_offsets(conn, topics_by_id[key[0]], key[1], count) for key, count in sorted(totals.items())
     }
-    stamp = ProducerStamp()
     rows: list[MessageRow] = []
     bases: list[dict[int, int]] = []
     for request in requests:
         request_bases: dict[int, int] = {}
+        stamp, first_sequence = request.stamp, request.stamp.base_sequence
         for partition, records in request.records.items():
             key = (request.topic.topic_id, partition)
             base = request_bases[partition] = next_free[key]
             next_free[key] = base + len(records)
-            rows.extend(_row(key[0], partition, base + i, r, stamp, None) for i, r in enumerate(records))
+            rows.extend(
+                _row(key[0], partition, base + i, r, stamp, None if first_sequence is None else first_sequence + i)
+                for i, r in enumerate(records)
+            )
         bases.append(request_bases)
     _insert_messages(conn, rows)
     return bases

@@ -9,7 +9,7 @@ from sqlalchemy import Connection, bindparam, delete, insert, select, update
 
 from app.domain import now_ms
 from app.storage.schema import transaction_offsets, transaction_partitions, transactions
-from app.storage.upsert import upsert
+from app.storage.upsert import insert_ignoring_existing, upsert
 from app.txn_state import UNFINISHED_STATES, TxnState
 
 
@@ -59,35 +59,39 @@ def _row(values: Sequence[object]) -> TransactionRow:
     )
 
 
-def insert_transaction(
-    conn: Connection, txn_id: str, producer_id: int | None, producer_epoch: int | None, timeout_ms: int
-) -> TransactionRow:
-    now = now_ms()
+def insert_transactions(conn: Connection, rows: Sequence[TransactionRow]) -> None:
     conn.execute(
-        insert(transactions).values(
-            txn_id=txn_id,
-            producer_id=producer_id,
-            producer_epoch=producer_epoch,
-            state=TxnState.OPEN.value,
-            timeout_ms=timeout_ms,
-            timed_out=False,
-            started_at=now,
-            expires_at=now + timeout_ms,
-            updated_at=now,
-        )
+        insert(transactions),
+        [
+            {
+                "txn_id": row.txn_id,
+                "producer_id": row.producer_id,
+                "producer_epoch": row.producer_epoch,
+                "state": row.state.value,
+                "timeout_ms": row.timeout_ms,
+                "timed_out": row.timed_out,
+                "started_at": row.started_at,
+                "expires_at": row.expires_at,
+                "updated_at": row.started_at,
+            }
+            for row in rows
+        ],
     )
-    return TransactionRow(txn_id, producer_id, producer_epoch, TxnState.OPEN, timeout_ms, False, now, now + timeout_ms)
 
 
 def get(conn: Connection, txn_id: str) -> TransactionRow | None:
-    row = conn.execute(select(*_COLUMNS).where(transactions.c.txn_id == txn_id)).first()
-    return _row(row) if row else None
+    return get_many(conn, [txn_id]).get(txn_id)
+
+
+def get_many(conn: Connection, txn_ids: Sequence[str]) -> dict[str, TransactionRow]:
+    rows = conn.execute(select(*_COLUMNS).where(transactions.c.txn_id.in_(txn_ids)))
+    return {found.txn_id: found for found in map(_row, rows)}
 
 
 _LOCK_OPEN = (
     update(transactions)
     .where(
-        transactions.c.txn_id == bindparam("id"),
+        transactions.c.txn_id.in_(bindparam("ids", expanding=True)),
         transactions.c.state == TxnState.OPEN.value,
         transactions.c.expires_at > bindparam("now"),
     )
@@ -96,23 +100,31 @@ _LOCK_OPEN = (
 )
 
 
-def lock_open(conn: Connection, txn_id: str) -> TransactionRow | None:
-    """Lock an OPEN, unexpired transaction's row for this database transaction; None if it is not."""
-    row = conn.execute(_LOCK_OPEN, {"id": txn_id, "now": now_ms()}).first()
-    return _row(row) if row else None
+def lock_open(conn: Connection, txn_ids: Sequence[str]) -> dict[str, TransactionRow]:
+    """Lock the OPEN, unexpired ones of ``txn_ids`` for this database transaction; the others are left out."""
+    rows = conn.execute(_LOCK_OPEN, {"ids": list(txn_ids), "now": now_ms()})
+    return {locked.txn_id: locked for locked in map(_row, rows)}
 
 
 def transition(conn: Connection, txn_id: str, source: TxnState, target: TxnState, *, timed_out: bool = False) -> bool:
     """Compare-and-set the state; True if this caller moved it."""
+    return bool(transition_many(conn, [txn_id], source, target, timed_out=timed_out))
+
+
+def transition_many(
+    conn: Connection, txn_ids: Sequence[str], source: TxnState, target: TxnState, *, timed_out: bool = False
+) -> set[str]:
+    """Compare-and-set the state of several transactions; returns the ids this caller moved."""
     values: dict[str, object] = {"state": target.value, "updated_at": now_ms()}
     if timed_out:
         values["timed_out"] = True
     moved = conn.execute(
         update(transactions)
-        .where(transactions.c.txn_id == txn_id, transactions.c.state == source.value)
+        .where(transactions.c.txn_id.in_(txn_ids), transactions.c.state == source.value)
         .values(**values)
-    ).rowcount
-    return bool(moved)
+        .returning(transactions.c.txn_id)
+    )
+    return {row[0] for row in moved}
 
 
 def unfinished_of_producer(conn: Connection, producer_id: int) -> list[TransactionRow]:
@@ -147,49 +159,68 @@ def preparing(conn: Connection, limit: int) -> list[TransactionRow]:
 # -- partitions and offsets of a transaction ---------------------------------------------
 
 
-def add_partition(conn: Connection, txn_id: str, topic_id: int, partition: int, first_offset: int) -> None:
-    """Record that the transaction wrote to a partition (idempotent; keeps the first offset)."""
-    exists = conn.execute(
-        select(transaction_partitions.c.first_offset).where(
-            transaction_partitions.c.txn_id == txn_id,
-            transaction_partitions.c.topic_id == topic_id,
-            transaction_partitions.c.partition == partition,
-        )
-    ).first()
-    if exists is None:
-        conn.execute(
-            insert(transaction_partitions).values(
-                txn_id=txn_id, topic_id=topic_id, partition=partition, first_offset=first_offset, aborted=False
-            )
-        )
+def add_partitions(conn: Connection, joined: Sequence[tuple[str, int, int, int]]) -> None:
+    """Record ``(txn_id, topic_id, partition, first_offset)``: the transaction wrote there.
+
+    A partition the transaction already wrote to keeps its first offset, which is the
+    lowest one: offsets only grow, and within ``joined`` the first row of a key wins.
+    """
+    rows = {(txn_id, topic_id, partition): first for txn_id, topic_id, partition, first in reversed(joined)}
+    insert_ignoring_existing(
+        conn,
+        transaction_partitions,
+        [
+            {"txn_id": t, "topic_id": topic_id, "partition": p, "first_offset": first, "aborted": False}
+            for (t, topic_id, p), first in rows.items()
+        ],
+        keys=("txn_id", "topic_id", "partition"),
+    )
 
 
 def partitions_of(conn: Connection, txn_id: str) -> list[TxnPartition]:
+    return partitions_of_many(conn, [txn_id]).get(txn_id, [])
+
+
+def partitions_of_many(conn: Connection, txn_ids: Sequence[str]) -> dict[str, list[TxnPartition]]:
+    """The partitions each transaction wrote to, in (topic id, partition) order."""
     rows = conn.execute(
         select(
+            transaction_partitions.c.txn_id,
             transaction_partitions.c.topic_id,
             transaction_partitions.c.partition,
             transaction_partitions.c.first_offset,
             transaction_partitions.c.marker_offset,
         )
-        .where(transaction_partitions.c.txn_id == txn_id)
+        .where(transaction_partitions.c.txn_id.in_(txn_ids))
         .order_by(transaction_partitions.c.topic_id, transaction_partitions.c.partition)
     )
-    return [TxnPartition(int(t), int(p), int(f), None if m is None else int(m)) for t, p, f, m in rows]
+    found: dict[str, list[TxnPartition]] = {}
+    for txn_id, t, p, f, m in rows:
+        found.setdefault(txn_id, []).append(TxnPartition(int(t), int(p), int(f), None if m is None else int(m)))
+    return found
 
 
-def mark_partition_ended(
-    conn: Connection, txn_id: str, topic_id: int, partition: int, marker_offset: int, aborted: bool
-) -> None:
-    conn.execute(
-        update(transaction_partitions)
-        .where(
-            transaction_partitions.c.txn_id == txn_id,
-            transaction_partitions.c.topic_id == topic_id,
-            transaction_partitions.c.partition == partition,
-        )
-        .values(marker_offset=marker_offset, aborted=aborted)
+_MARK_ENDED = (
+    update(transaction_partitions)
+    .where(
+        transaction_partitions.c.txn_id == bindparam("b_txn_id"),
+        transaction_partitions.c.topic_id == bindparam("b_topic_id"),
+        transaction_partitions.c.partition == bindparam("b_partition"),
     )
+    .values(marker_offset=bindparam("b_marker"), aborted=bindparam("b_aborted"))
+)
+
+
+def mark_partitions_ended(conn: Connection, ended: Sequence[tuple[str, int, int, int, bool]]) -> None:
+    """Record ``(txn_id, topic_id, partition, marker_offset, aborted)``: the control marker is written."""
+    if ended:
+        conn.execute(
+            _MARK_ENDED,
+            [
+                {"b_txn_id": t, "b_topic_id": topic_id, "b_partition": p, "b_marker": m, "b_aborted": a}
+                for t, topic_id, p, m, a in ended
+            ],
+        )
 
 
 def put_offsets(conn: Connection, txn_id: str, group: str, offsets: Sequence[tuple[int, int, int, str | None]]) -> None:
@@ -204,21 +235,27 @@ def put_offsets(conn: Connection, txn_id: str, group: str, offsets: Sequence[tup
     )
 
 
-def take_offsets(conn: Connection, txn_id: str) -> dict[str, list[tuple[int, int, int, str | None]]]:
-    """The offsets staged in a transaction, by group; removes them."""
+StagedOffsets = dict[str, list[tuple[int, int, int, str | None]]]
+
+
+def take_offsets(conn: Connection, txn_ids: Sequence[str]) -> dict[str, StagedOffsets]:
+    """The group offsets staged in each transaction, by group; removes them."""
     rows = conn.execute(
         select(
+            transaction_offsets.c.txn_id,
             transaction_offsets.c.group_id,
             transaction_offsets.c.topic_id,
             transaction_offsets.c.partition,
             transaction_offsets.c.offset,
             transaction_offsets.c.metadata,
-        ).where(transaction_offsets.c.txn_id == txn_id)
+        ).where(transaction_offsets.c.txn_id.in_(txn_ids))
     )
-    staged: dict[str, list[tuple[int, int, int, str | None]]] = {}
-    for group, topic_id, partition, offset, metadata in rows:
-        staged.setdefault(group, []).append((int(topic_id), int(partition), int(offset), metadata))
-    conn.execute(delete(transaction_offsets).where(transaction_offsets.c.txn_id == txn_id))
+    staged: dict[str, StagedOffsets] = {}
+    for txn_id, group, topic_id, partition, offset, metadata in rows:
+        by_group = staged.setdefault(txn_id, {})
+        by_group.setdefault(group, []).append((int(topic_id), int(partition), int(offset), metadata))
+    if staged:
+        conn.execute(delete(transaction_offsets).where(transaction_offsets.c.txn_id.in_(list(staged))))
     return staged
 
 

@@ -57,6 +57,10 @@ _RETRYABLE_SQLSTATES = frozenset({"40001", "40P01"})
 _MAX_RETRIES = 5
 
 
+class NotMergeable(Exception):
+    """Raised by a ``run_many`` for a batch whose units must run one by one (they depend on each other)."""
+
+
 @dataclass(frozen=True)
 class MergeKind(Generic[P, T]):
     """Units that the writer may run together: ``run_many(conn, payloads)`` returns one result each."""
@@ -131,6 +135,11 @@ class GroupCommitWriter:
 
         self._queue.put(make(done))
         return await future
+
+    @property
+    def queued(self) -> int:
+        """Units waiting for the next group commit."""
+        return self._queue.qsize()
 
     def run_sync(self, unit: Unit[T]) -> T:
         """Run ``unit`` in a transaction of its own on the calling thread (start-up, tools)."""

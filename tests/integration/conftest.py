@@ -2,11 +2,15 @@
 
 from __future__ import annotations
 
-from collections.abc import Iterator
+import contextlib
+import threading
+import time
+from collections.abc import Callable, Iterator
 from typing import Any
 
 import pytest
 from fastapi.testclient import TestClient
+from sqlalchemy import Connection
 
 from app.broker import Broker
 from app.main import create_app
@@ -63,3 +67,31 @@ def read_all(client: TestClient, topic: str, partition: int = 0, isolation: str 
 
 def error_code(response: Any) -> str:
     return response.json()["error"]["code"]  # type: ignore[no-any-return]
+
+
+@contextlib.contextmanager
+def one_group_commit(client: TestClient) -> Iterator[Callable[[int], None]]:
+    """Hold the group-commit writer, so the writes sent meanwhile land in one batch when it lets go.
+
+    Yields ``queued(n)``, which waits until ``n`` writes are waiting.
+    """
+    writer = client.app.state.broker.store.writer  # type: ignore[attr-defined]
+    holding, release = threading.Event(), threading.Event()
+
+    def hold(conn: Connection) -> None:
+        holding.set()
+        release.wait(30)
+
+    client.portal.start_task_soon(writer.submit, hold)  # type: ignore[union-attr]
+    assert holding.wait(10), "the writer did not start the holding unit"
+
+    def queued(count: int) -> None:
+        deadline = time.monotonic() + 10
+        while writer.queued < count:
+            assert time.monotonic() < deadline, f"only {writer.queued} of {count} writes reached the writer"
+            time.sleep(0.005)
+
+    try:
+        yield queued
+    finally:
+        release.set()

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import time
+from concurrent.futures import ThreadPoolExecutor
 from typing import Any
 
 import pytest
@@ -11,7 +12,7 @@ from fastapi.testclient import TestClient
 from app.broker import Broker
 from app.storage import txn_store
 from app.txn_state import TxnState
-from tests.integration.conftest import create_topic, error_code, read_all
+from tests.integration.conftest import create_topic, error_code, one_group_commit, read_all
 
 
 @pytest.fixture
@@ -153,9 +154,9 @@ def test_prepared_transactions_are_completed_by_recovery(topics: TestClient, bro
 
 def test_a_transaction_past_its_timeout_is_aborted_and_its_producer_fenced(topics: TestClient, broker: Broker) -> None:
     producer = topics.post("/v1/producers", json={"transactional_id": "slow"}).json()
-    txn = begin(topics, timeout_ms=200, **producer)
-    send(topics, "a", 0, txn, "too late")
-    time.sleep(0.3)
+    txn = begin(topics, timeout_ms=600, **producer)
+    assert send(topics, "a", 0, txn, "too late").status_code == 200
+    time.sleep(0.7)
     refused = send(topics, "a", 0, txn, "even later")
     assert (refused.status_code, error_code(refused)) == (409, "INVALID_TXN_STATE")
     assert topics.portal.call(broker.coordinator.abort_expired) == 1  # type: ignore[union-attr]
@@ -226,3 +227,78 @@ def test_unused_transactional_ids_expire(database_url: str) -> None:
         assert again["producer_epoch"] == 0 and again["producer_id"] != first["producer_id"]
         busy_again = client.post("/v1/producers", json={"transactional_id": "busy"}).json()
         assert busy_again == {"producer_id": busy["producer_id"], "producer_epoch": busy["producer_epoch"] + 1}
+
+
+# -- writes that share a group commit ------------------------------------------------------
+# Begins, transactional produces and ends that reach the writer together are written
+# together (one insert, one offset allocation per partition, one marker append). Each
+# transaction must still come out as if it had been alone.
+
+
+def values(client: TestClient, topic: str, partition: int, isolation: str = "read_committed") -> list[Any]:
+    return [m["value"] for m in read_all(client, topic, partition, isolation)]
+
+
+def test_transactions_sharing_group_commits_end_as_each_asked(topics: TestClient) -> None:
+    with ThreadPoolExecutor(12) as pool:
+        with one_group_commit(topics) as queued:
+            begun = [pool.submit(begin, topics) for _ in range(6)]
+            queued(6)
+        txns = [future.result() for future in begun]
+        assert len(set(txns)) == 6
+        with one_group_commit(topics) as queued:
+            sent = [pool.submit(send, topics, "a", n % 2, txn, f"a{n}") for n, txn in enumerate(txns)]
+            sent += [pool.submit(send, topics, "b", 0, txn, f"b{n}") for n, txn in enumerate(txns)]
+            queued(12)
+        assert [future.result().status_code for future in sent] == [200] * 12
+        assert sorted(values(topics, "b", 0, "read_uncommitted")) == [f"b{n}" for n in range(6)]
+        with one_group_commit(topics) as queued:
+            ended = [
+                pool.submit(topics.post, f"/v1/transactions/{txn}/{'commit' if n % 2 == 0 else 'abort'}")
+                for n, txn in enumerate(txns)
+            ]
+            queued(6)
+    assert [future.result().json()["state"] for future in ended] == ["COMMITTED", "ABORTED"] * 3
+    assert sorted(values(topics, "a", 0) + values(topics, "a", 1)) == ["a0", "a2", "a4"]
+    assert sorted(values(topics, "b", 0)) == ["b0", "b2", "b4"]
+    for topic, partition in (("a", 0), ("a", 1), ("b", 0)):
+        stable, high = lso(topics, topic, partition)
+        assert stable == high  # every marker written: nothing holds read_committed readers back
+    for n, txn in enumerate(txns):
+        assert topics.get(f"/v1/transactions/{txn}").json()["state"] == ("COMMITTED" if n % 2 == 0 else "ABORTED")
+
+
+def test_a_refused_write_in_a_shared_group_commit_fails_alone(topics: TestClient) -> None:
+    open_txn, ended_txn = begin(topics), begin(topics)
+    assert topics.post(f"/v1/transactions/{ended_txn}/commit").status_code == 200
+    with ThreadPoolExecutor(4) as pool:
+        with one_group_commit(topics) as queued:
+            kept = pool.submit(send, topics, "a", 0, open_txn, "kept")
+            refused = pool.submit(send, topics, "a", 1, ended_txn, "refused")
+            queued(2)
+        assert kept.result().status_code == 200
+        assert (refused.result().status_code, error_code(refused.result())) == (409, "INVALID_TXN_STATE")
+        with one_group_commit(topics) as queued:
+            commits = [pool.submit(topics.post, f"/v1/transactions/{open_txn}/commit") for _ in range(2)]
+            wrong = pool.submit(topics.post, f"/v1/transactions/{ended_txn}/abort")
+            queued(3)
+    assert [c.result().json()["state"] for c in commits] == ["COMMITTED", "COMMITTED"]  # a repeated commit answers the same
+    assert (wrong.result().status_code, error_code(wrong.result())) == (409, "ALREADY_RESOLVED")
+    assert values(topics, "a", 0) == ["kept"] and values(topics, "a", 1, "read_uncommitted") == []
+
+
+def test_idempotent_batches_sharing_a_group_commit_are_checked_each(topics: TestClient) -> None:
+    stamp = topics.post("/v1/producers", json={}).json()
+    first = send(topics, "a", 0, None, "x", base_sequence=0, **stamp).json()
+    with ThreadPoolExecutor(4) as pool:
+        with one_group_commit(topics) as queued:
+            retry = pool.submit(send, topics, "a", 0, None, "x", base_sequence=0, **stamp)
+            other_partition = pool.submit(send, topics, "a", 1, None, "y", base_sequence=0, **stamp)
+            other_topic = pool.submit(send, topics, "b", 0, None, "z", base_sequence=0, **stamp)
+            gap = pool.submit(send, topics, "a", 0, None, "late", base_sequence=3, **stamp)
+            queued(4)
+    assert retry.result().json() == {**first, "duplicate": True}
+    assert other_partition.result().json()["offsets"] == [{"partition": 1, "offset": 0}]
+    assert other_topic.result().json()["offsets"] == [{"partition": 0, "offset": 0}]
+    assert (gap.result().status_code, error_code(gap.result())) == (409, "OUT_OF_ORDER_SEQUENCE")
+    assert values(topics, "a", 0) == ["x"] and values(topics, "a", 1) == ["y"] and values(topics, "b", 0) == ["z"]

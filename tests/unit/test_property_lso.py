@@ -2,8 +2,8 @@
 
 Random interleavings of plain appends, Kafka-mode transactions writing to several
 partitions, commits and aborts are written through the storage functions the
-coordinator uses (``log_store.append``, ``txn_store.add_partition`` /
-``mark_partition_ended`` and control markers, as ``Coordinator._complete`` does)
+coordinator uses (``log_store.append``, ``txn_store.add_partitions`` /
+``mark_partitions_ended`` and control markers, as ``Coordinator._complete`` does)
 into an in-memory SQLite database migrated by ``app.storage.migrate.upgrade``.
 After every step ``app.log_service.read_partition`` must agree with a model that
 is just a list per partition:
@@ -32,10 +32,11 @@ from sqlalchemy import Connection, create_engine, event
 from sqlalchemy.engine import Engine
 from sqlalchemy.pool import StaticPool
 
-from app.domain import ProducerStamp, Record, Topic
+from app.domain import ProducerStamp, Record, Topic, now_ms
 from app.log_service import read_partition
 from app.storage import log_store, txn_store
 from app.storage.migrate import upgrade
+from app.storage.txn_store import TransactionRow
 from app.storage.schema import CONTROL_ABORT, CONTROL_COMMIT, VALUE_JSON
 from app.txn_state import TxnState, final_state, prepare_state
 
@@ -94,6 +95,11 @@ def records(ids: list[str]) -> list[Record]:
     return [Record(None, orjson.dumps(i), VALUE_JSON, None, 0) for i in ids]
 
 
+def open_transaction(conn: Connection, txn_id: str) -> None:
+    now = now_ms()
+    txn_store.insert_transactions(conn, [TransactionRow(txn_id, None, None, TxnState.OPEN, 60_000, False, now, now + 60_000)])
+
+
 def end_transaction(conn: Connection, topic: Topic, txn_id: str, commit: bool) -> list[tuple[int, int]]:
     """What Coordinator.end + _complete write: PREPARE_*, a control marker per partition, the final state."""
     prepared = prepare_state(commit)
@@ -102,7 +108,7 @@ def end_transaction(conn: Connection, topic: Topic, txn_id: str, commit: bool) -
     for part in txn_store.partitions_of(conn, txn_id):
         stamp = ProducerStamp(None, None, None, txn_id, CONTROL_COMMIT if commit else CONTROL_ABORT)
         offset = log_store.append(conn, topic, part.partition, [Record(None, b"null", 0, None, 0)], stamp)
-        txn_store.mark_partition_ended(conn, txn_id, part.topic_id, part.partition, offset, aborted=not commit)
+        txn_store.mark_partitions_ended(conn, [(txn_id, part.topic_id, part.partition, offset, not commit)])
         markers.append((part.partition, offset))
     assert txn_store.transition(conn, txn_id, prepared, final_state(prepared, timed_out=False))
     return markers
@@ -176,7 +182,7 @@ def test_read_committed_matches_the_model(engine: Engine, ops: list[tuple[Any, .
                 model.log[partition] += [("data", None, i) for i in ids]
             elif op[0] == "begin":
                 txn_id = f"{topic.name}-t{len(txns)}"
-                txn_store.insert_transaction(conn, txn_id, None, None, 60_000)
+                open_transaction(conn, txn_id)
                 txns.append(txn_id)
                 model.status[txn_id] = "open"
                 model.first[txn_id] = {}
@@ -187,7 +193,7 @@ def test_read_committed_matches_the_model(engine: Engine, ops: list[tuple[Any, .
                 txn_id = txns[index]
                 ids = [f"m{next(counter)}" for _ in range(n)]
                 base = log_store.append(conn, topic, partition, records(ids), ProducerStamp(txn_id=txn_id))
-                txn_store.add_partition(conn, txn_id, topic.topic_id, partition, base)
+                txn_store.add_partitions(conn, [(txn_id, topic.topic_id, partition, base)])
                 model.log[partition] += [("data", txn_id, i) for i in ids]
                 model.first[txn_id].setdefault(partition, base)
             else:
@@ -209,9 +215,9 @@ def test_an_aborted_transaction_between_committed_ones_is_skipped_across_pages(e
         topic = log_store.create_topic(conn, f"lso-fixed-{next(_names)}", 1)
         log_store.append(conn, topic, 0, records(["a"]))
         for txn_id, ids, commit in (("fx-1", ["b", "c"], False), ("fx-2", ["d"], True)):
-            txn_store.insert_transaction(conn, txn_id, None, None, 60_000)
+            open_transaction(conn, txn_id)
             base = log_store.append(conn, topic, 0, records(ids), ProducerStamp(txn_id=txn_id))
-            txn_store.add_partition(conn, txn_id, topic.topic_id, 0, base)
+            txn_store.add_partitions(conn, [(txn_id, topic.topic_id, 0, base)])
             end_transaction(conn, topic, txn_id, commit)
         found, end = read_chain(conn, topic, 0, 0, "read_committed", itertools.repeat(1))
         assert [v for _, v in found] == ["a", "d"]
