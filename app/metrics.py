@@ -52,6 +52,12 @@ GROUP_COMMITS = Counter(
 GROUP_COMMIT_UNITS = Counter(
     "halfmq_group_commit_units_total", "Write units those transactions carried", registry=CORE_REGISTRY
 )
+MERGE_FALLBACKS = Counter(
+    "halfmq_group_commit_merge_fallbacks_total",
+    "Merged runs that failed and were run again one unit at a time",
+    ["kind"],
+    registry=CORE_REGISTRY,
+)
 
 
 def count_core_process() -> None:

@@ -1,6 +1,6 @@
 """``python -m bench``: start everything it measures and print one table of figures and ratios.
 
-Ceilings (raw SQLAlchemy Core inserts/reads of the same rows in the same database;
+Ceilings (raw inserts/reads of the same rows in the same database, the broker's fastest insert;
 a storage-free FastAPI app with the same routes served the same way), peers on this
 machine (RabbitMQ via pika with publisher confirms and with AMQP transactions per
 message; NATS JetStream awaiting each ack), and halfmq itself on SQLite and

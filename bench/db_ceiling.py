@@ -1,4 +1,8 @@
-"""The storage ceiling: raw SQLAlchemy Core inserts and reads of the broker's own rows.
+"""The storage ceiling: raw inserts and reads of the broker's own rows.
+
+Inserts go through the broker's own fastest path (``log_store.insert_message_rows``:
+the driver's executemany on SQLite, COPY on PostgreSQL), so the ceiling is what the
+database takes, not what one way of calling it takes.
 
 Same database engine set-up as the broker (``app.storage.database.open_database``:
 WAL + ``synchronous=FULL`` + ``BEGIN IMMEDIATE`` on SQLite, psycopg 3 ``READ
@@ -13,13 +17,13 @@ import random
 import time
 from dataclasses import dataclass
 
-from sqlalchemy import Connection, insert
+from sqlalchemy import Connection
 
-from app.domain import Topic, now_ms
+from app.domain import ProducerStamp, Record, Topic, now_ms
 from app.storage import log_store
 from app.storage.database import open_database
 from app.storage.migrate import upgrade
-from app.storage.schema import CONTROL_NONE, VALUE_JSON, messages
+from app.storage.schema import VALUE_JSON
 from bench.payloads import PARTITIONS, RAW_VALUE, TOPIC
 
 
@@ -39,23 +43,8 @@ class RawResult:
         return self.transactions / self.seconds if self.seconds else 0.0
 
 
-def _row(topic_id: int, partition: int, offset: int) -> dict[str, object]:
-    return {
-        "topic_id": topic_id,
-        "partition": partition,
-        "offset": offset,
-        "key": None,
-        "value": RAW_VALUE,
-        "value_kind": VALUE_JSON,
-        "headers": None,
-        "timestamp": now_ms(),
-        "producer_id": None,
-        "producer_epoch": None,
-        "sequence": None,
-        "txn_id": None,
-        "control": CONTROL_NONE,
-        "properties": None,
-    }
+def _row(topic_id: int, partition: int, offset: int) -> log_store.MessageRow:
+    return log_store.message_row(topic_id, partition, offset, Record(None, RAW_VALUE, VALUE_JSON, None, now_ms()), ProducerStamp(), None)
 
 
 def measure(database_url: str, duration: float) -> list[RawResult]:
@@ -77,7 +66,7 @@ def measure(database_url: str, duration: float) -> list[RawResult]:
                 partition = transactions % PARTITIONS
                 base = next_offset[partition]
                 with database.writer.begin() as conn:
-                    conn.execute(insert(messages), [_row(topic.topic_id, partition, base + i) for i in range(batch)])
+                    log_store.insert_message_rows(conn, [_row(topic.topic_id, partition, base + i) for i in range(batch)])
                 next_offset[partition] = base + batch
                 rows += batch
                 transactions += 1

@@ -68,8 +68,8 @@ SPECS = [
     Spec("produce-100", "produce 100 msgs/request", "wrk-post", 16, "req/s", 100, payloads.produce_body(100), TOPIC_PATH),
     Spec("produce-1000", "produce 1000 msgs/request", "wrk-post", 8, "req/s", 1000, payloads.produce_body(1000), TOPIC_PATH),
     Spec("pairs", "half prepare+commit pairs", "chain", 64, "pairs/s", 1, chain="pair"),
-    Spec("notxn", "4 x 25 msgs, no transaction", "chain", 16, "batches/s", 100, chain="notxn"),
-    Spec("txn", "mode-2 txn: 4 x 25 msgs + commit", "chain", 16, "txn/s", 100, chain="txn"),
+    Spec("notxn", "4 x 25 msgs, no transaction", "chain", 64, "batches/s", 100, chain="notxn"),
+    Spec("txn", "mode-2 txn: 4 x 25 msgs + commit", "chain", 64, "txn/s", 100, chain="txn"),
     Spec("fetch", f"read_committed fetch {FETCH_PAGE}/req", "wrk-fetch", 16, "req/s", FETCH_PAGE),
 ]
 CLIENT_CHECK = Spec("client-check", "produce 1 msg/request (client check)", "chain", 64, "req/s", 1, chain="single")
@@ -263,12 +263,12 @@ def run_database(
     rows: list[Row] = []
     meta: dict[str, Any] = {"version": versions(kind)}
 
-    log(f"{kind}: raw SQLAlchemy Core ceiling ({duration:.0f}s)")
+    log(f"{kind}: raw database ceiling ({duration:.0f}s)")
     with ScratchDatabase(kind, "raw") as url:
         for raw in db_ceiling.measure(url, duration):
             rows.append(
                 Row(
-                    "storage", kind, raw.name, f"raw Core {raw.name}", "rows/s", round(raw.rows_per_second, 1),
+                    "storage", kind, raw.name, f"raw {raw.name}", "rows/s", round(raw.rows_per_second, 1),
                     messages_per_s=round(raw.rows_per_second, 1), loadgen="bench.db_ceiling (1 connection, in-process)",
                     extra={"transactions_per_s": round(raw.transactions_per_second, 1)},
                 )

@@ -15,7 +15,7 @@ from collections.abc import Sequence
 from dataclasses import dataclass
 
 from sqlalchemy import Connection, bindparam, func, insert, select, tuple_, update
-from sqlalchemy.exc import IntegrityError
+from sqlalchemy.exc import DBAPIError, IntegrityError
 
 from app.domain import (
     PartitionState,
@@ -82,7 +82,7 @@ _ALLOCATE = (
 )
 # The hottest statement, run through the driver with positional tuples: SQLAlchemy's
 # per-row parameter processing cost about as much as the insert itself in 100-message batches.
-_MESSAGE_COLUMNS = (
+MESSAGE_COLUMNS = (
     "topic_id",
     "partition",
     "offset",
@@ -104,14 +104,37 @@ MessageRow = tuple[object, ...]
 
 @functools.cache
 def _insert_sql(paramstyle: str) -> str:
-    marks = ", ".join(_PLACEHOLDER[paramstyle].format(n=i + 1) for i in range(len(_MESSAGE_COLUMNS)))
-    columns = ", ".join(f'"{c}"' for c in _MESSAGE_COLUMNS)
+    marks = ", ".join(_PLACEHOLDER[paramstyle].format(n=i + 1) for i in range(len(MESSAGE_COLUMNS)))
+    columns = ", ".join(f'"{c}"' for c in MESSAGE_COLUMNS)
     return f"INSERT INTO messages ({columns}) VALUES ({marks})"
 
 
-def _insert_messages(conn: Connection, rows: list[MessageRow]) -> None:
-    if rows:
+_COPY_SQL = "COPY messages ({}) FROM STDIN".format(", ".join(f'"{c}"' for c in MESSAGE_COLUMNS))
+
+
+def insert_message_rows(conn: Connection, rows: list[MessageRow]) -> None:
+    """Insert ``messages`` rows (tuples in ``MESSAGE_COLUMNS`` order) the fastest way the database has."""
+    if not rows:
+        return
+    if conn.dialect.name == "postgresql":
+        _copy_messages(conn, rows)
+    else:
         conn.exec_driver_sql(_insert_sql(conn.dialect.paramstyle), rows)
+
+
+def _copy_messages(conn: Connection, rows: list[MessageRow]) -> None:
+    """COPY: one stream instead of psycopg's statement per row; a third more rows/s in batches of hundreds.
+
+    The driver is called directly, so its errors are wrapped here as SQLAlchemy's would be
+    (the writer tells a database outage, a refused value and a lost race apart by them).
+    """
+    dbapi_error = conn.dialect.loaded_dbapi.Error
+    try:
+        with conn.connection.driver_connection.cursor() as cursor, cursor.copy(_COPY_SQL) as copy:  # type: ignore[union-attr]
+            for row in rows:
+                copy.write_row(row)
+    except dbapi_error as error:
+        raise DBAPIError.instance(_COPY_SQL, None, error, dbapi_error) from error
 
 
 @dataclass(frozen=True, slots=True)
@@ -145,8 +168,10 @@ def allocate_offsets(conn: Connection, topic: Topic, partition: int, count: int)
     return int(next_offset) - count
 
 
-def _row(topic_id: int, partition: int, offset: int, record: Record, stamp: ProducerStamp, sequence: int | None) -> MessageRow:
-    """A messages row, in ``_MESSAGE_COLUMNS`` order."""
+def message_row(
+    topic_id: int, partition: int, offset: int, record: Record, stamp: ProducerStamp, sequence: int | None
+) -> MessageRow:
+    """A messages row, in ``MESSAGE_COLUMNS`` order."""
     return (
         topic_id,
         partition,
@@ -201,11 +226,11 @@ def append_many(conn: Connection, requests: list[AppendRequest]) -> list[dict[in
             base = request_bases[partition] = next_free[key]
             next_free[key] = base + len(records)
             rows.extend(
-                _row(key[0], partition, base + i, r, stamp, None if first_sequence is None else first_sequence + i)
+                message_row(key[0], partition, base + i, r, stamp, None if first_sequence is None else first_sequence + i)
                 for i, r in enumerate(records)
             )
         bases.append(request_bases)
-    _insert_messages(conn, rows)
+    insert_message_rows(conn, rows)
     return bases
 
 

@@ -42,7 +42,7 @@ from sqlalchemy.engine import Engine
 from sqlalchemy.exc import DataError, DBAPIError, OperationalError
 
 from app.errors import BrokerError, StorageUnavailable, ValidationFailed
-from app.metrics import GROUP_COMMIT_UNITS, GROUP_COMMITS
+from app.metrics import GROUP_COMMIT_UNITS, GROUP_COMMITS, MERGE_FALLBACKS
 
 T = TypeVar("T")
 P = TypeVar("P")
@@ -219,8 +219,10 @@ class GroupCommitWriter:
         savepoint = connection.begin_nested()
         try:
             results = kind.run_many(connection, [p.payload for p in group])
-        except Exception:  # noqa: BLE001 - fall back to one savepoint each, so only the bad unit fails
+        except Exception as error:  # noqa: BLE001 - fall back to one savepoint each, so only the bad unit fails
             savepoint.rollback()
+            MERGE_FALLBACKS.labels(kind.name).inc()
+            log.debug("merged %s run of %d units failed (%r); running them one by one", kind.name, len(group), error)
             return False
         savepoint.commit()
         for pending, result in zip(group, results, strict=True):
