@@ -4,7 +4,10 @@ By default the connection whose commit takes the WAL past 1,000 pages copies the
 into the database file there and then, fsyncs included: the group-commit writer paid for
 it every 4 MB, and every request in that batch waited. The writer's connection has
 automatic checkpoints turned off; this thread runs a PASSIVE checkpoint (it never
-blocks the writer or readers) whenever the writer has committed since the last one.
+blocks the writer or readers) when the writer has committed since the last one, at most
+every ``CHECKPOINT_EVERY_SECONDS``. Each checkpoint ends with an fsync of the database
+file that competes with the writer's own: every 50 ms cost prepare+commit pairs about a
+sixth of their rate against every 0.5 s (docs/benchmarks.md).
 Under a load that outruns passive checkpoints the WAL would keep growing: past
 ``RESTART_AFTER_FRAMES`` the checkpoint is a RESTART, which makes the writer wait for it
 once so that the WAL starts over (``journal_size_limit`` then shrinks the file).
@@ -19,7 +22,7 @@ from sqlalchemy.engine import Engine
 
 log = logging.getLogger(__name__)
 
-CHECKPOINT_EVERY_SECONDS = 0.05
+CHECKPOINT_EVERY_SECONDS = 0.5
 RESTART_AFTER_FRAMES = 16_384  # 64 MiB of 4 KiB pages
 
 

@@ -36,6 +36,7 @@ def test_committed_messages_are_checkpointed_into_the_database_file(tmp_path: Pa
 
 def test_the_wal_is_restarted_and_cut_back_under_a_long_write_load(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
     monkeypatch.setattr(checkpointer, "RESTART_AFTER_FRAMES", 8)
+    monkeypatch.setattr(checkpointer, "CHECKPOINT_EVERY_SECONDS", 0.05)
     monkeypatch.setattr(database, "WAL_SIZE_LIMIT_BYTES", 256 * 1024)
     db_path = tmp_path / "broker.db"
     wal_path = Path(f"{db_path}-wal")
