@@ -1,0 +1,58 @@
+"""Messages rows as stored: every byte comes back, on both databases (COPY on PostgreSQL)."""
+
+from __future__ import annotations
+
+import json
+from collections.abc import Iterator
+
+import pytest
+from sqlalchemy.exc import DataError
+
+from app.domain import ProducerStamp, Record
+from app.storage import log_store
+from app.storage.database import Database, open_database
+from app.storage.schema import VALUE_BINARY, VALUE_JSON
+
+AWKWARD_TEXT = 'tab\there, back\\slash, new\nline, quote ", comma, \\N, é, 🙂'
+
+
+@pytest.fixture
+def database(database_url: str) -> Iterator[Database]:
+    opened = open_database(database_url)
+    yield opened
+    opened.dispose()
+
+
+def test_awkward_keys_headers_and_values_come_back_unchanged(database: Database) -> None:
+    records = [
+        Record(AWKWARD_TEXT, bytes(range(256)), VALUE_BINARY, json.dumps({"h": AWKWARD_TEXT}, ensure_ascii=False), 7),
+        Record(None, b"", VALUE_BINARY, None, 8),
+        Record("\\", b'"\\\\N"', VALUE_JSON, "{}", 9, properties='{"p": "\\t"}'),
+    ]
+    stamp = ProducerStamp(None, None, None, "txn-1")
+    with database.writer.begin() as conn:
+        topic = log_store.create_topic(conn, "t", 1)
+        assert log_store.append(conn, topic, 0, records, stamp) == 0
+    with database.reader.connect() as conn:
+        stored = log_store.read_range(conn, topic, 0, 0, 3, 10)
+        properties = log_store.read_offsets(conn, topic, 0, [2])[2][1]
+    assert [(m.key, m.value, m.value_kind, m.headers, m.timestamp, m.txn_id) for m in stored] == [
+        (r.key, r.value, r.value_kind, r.headers, r.timestamp, "txn-1") for r in records
+    ]
+    assert properties == '{"p": "\\t"}'
+
+
+def test_a_value_the_database_refuses_fails_as_a_database_error_and_writes_nothing(postgres_url: str) -> None:
+    # PostgreSQL text cannot hold NUL. The API refuses it earlier; this pins what the
+    # storage layer raises if one gets through: SQLAlchemy's DataError (the writer answers
+    # 422 to it), not the driver's own exception.
+    database = open_database(postgres_url)
+    try:
+        with database.writer.begin() as conn:
+            topic = log_store.create_topic(conn, "t", 1)
+        with pytest.raises(DataError), database.writer.begin() as conn:
+            log_store.append(conn, topic, 0, [Record("a\x00b", b"1", VALUE_JSON, None, 0)])
+        with database.writer.begin() as conn:
+            assert log_store.append(conn, topic, 0, [Record("k", b"1", VALUE_JSON, None, 0)]) == 0
+    finally:
+        database.dispose()
