@@ -60,7 +60,9 @@ def append_stamped_many(conn: Connection, appends: list[StampedAppend]) -> list[
         if append.stamp.txn_id is not None:
             joined.append((append.stamp.txn_id, append.topic.topic_id, append.partition, base))
     txn_store.add_partitions(conn, joined)
-    return [result for result in results if result is not None]
+    answered = [result for result in results if result is not None]
+    assert len(answered) == len(appends), "every append is either a retry or appended"
+    return answered
 
 
 STAMPED_APPEND: MergeKind[StampedAppend, AppendResult] = MergeKind("stamped-append", append_stamped_many)
