@@ -12,7 +12,6 @@ producer's commit racing the timeout job has exactly one winner.
 from __future__ import annotations
 
 import logging
-import secrets
 from collections import defaultdict
 from collections.abc import Iterable, Sequence
 from dataclasses import dataclass, replace
@@ -31,7 +30,7 @@ from app.log_service import LogService, check_offset_committable, check_partitio
 from app.metrics import TRANSACTIONS
 from app.notifier import PartitionKey
 from app.settings import Settings
-from app.stamped_append import STAMPED_APPEND, StampedAppend, lock_open, refuse_fenced, transaction
+from app.stamped_append import STAMPED_APPEND, StampedAppend, lock_open, new_transaction, refuse_fenced, transaction
 from app.storage import group_store, log_store, producer_store, txn_store
 from app.storage.log_store import AppendRequest
 from app.storage.schema import CONTROL_ABORT, CONTROL_COMMIT
@@ -50,7 +49,6 @@ class TransactionView:
 
 @dataclass(frozen=True, slots=True)
 class _BeginRequest:
-    txn_id: str
     producer_id: int | None
     producer_epoch: int | None
     timeout_ms: int | None
@@ -126,7 +124,7 @@ class Coordinator:
             raise InvalidRequest("give producer_id and producer_epoch together, or neither")
         if producer_id is None:
             self.checked_timeout(timeout_ms)  # refused before it is queued; a producer's default needs its row
-        request = _BeginRequest("txn-" + secrets.token_hex(12), producer_id, producer_epoch, timeout_ms)
+        request = _BeginRequest(producer_id, producer_epoch, timeout_ms)
         return await self.store.write_merged(self._begin_kind, request)
 
     def _begin_many(self, conn: Connection, requests: list[_BeginRequest]) -> list[TransactionRow]:
@@ -137,7 +135,6 @@ class Coordinator:
         producers = [r.producer_id for r in requests if r.producer_id is not None]
         if len(set(producers)) != len(producers):
             raise NotMergeable("two begins of one producer")
-        now = now_ms()
         rows = []
         for request in requests:
             timeout = request.timeout_ms
@@ -152,23 +149,21 @@ class Coordinator:
                         f"producer {request.producer_id} already has transaction {open_txns[0].txn_id} in progress"
                     )
                 timeout = timeout or producer_timeout
-            timeout = self.checked_timeout(timeout)
-            rows.append(
-                TransactionRow(
-                    request.txn_id, request.producer_id, request.producer_epoch, TxnState.OPEN, timeout, False, now, now + timeout
-                )
-            )
+            rows.append(new_transaction(request.producer_id, request.producer_epoch, self.checked_timeout(timeout)))
         txn_store.insert_transactions(conn, rows)
         return rows
 
     async def produce(self, topic_name: str, partition: int, records: Sequence[Record], stamp: ProducerStamp) -> AppendResult:
-        """Append a batch inside a transaction; the partition joins the transaction."""
-        assert stamp.txn_id is not None
+        """Append a batch inside a transaction; the partition joins the transaction.
+
+        A transactional stamp without a txn_id names the producer's open transaction,
+        begun here if it has none.
+        """
+        assert stamp.txn_id is not None or stamp.transactional
         topic = await self.log.writable_topic(topic_name)
         check_partition(topic, partition)
-        result = await self.store.write_merged(
-            STAMPED_APPEND, StampedAppend(topic, partition, records, stamp), locks=[(topic.topic_id, partition)]
-        )
+        append = StampedAppend(topic, partition, records, stamp, self.settings.default_transaction_timeout_ms)
+        result = await self.store.write_merged(STAMPED_APPEND, append, locks=[(topic.topic_id, partition)])
         if not result.duplicate:
             self.notifier.notify([(topic.topic_id, partition)])  # read_uncommitted readers
         return result

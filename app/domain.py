@@ -65,6 +65,9 @@ class ProducerStamp:
     base_sequence: int | None = None
     txn_id: str | None = None
     control: int = CONTROL_NONE
+    # Kafka's isTransactional bit. Without a txn_id the batch goes into the producer's
+    # open transaction, begun if it has none (KIP-890: the produce adds its partition).
+    transactional: bool = False
 
 
 @dataclass(frozen=True, slots=True)
@@ -73,6 +76,7 @@ class AppendResult:
     base_offset: int
     count: int
     duplicate: bool = False
+    txn_id: str | None = None  # the transaction the batch belongs to
 
     @property
     def offsets(self) -> range:

@@ -3,22 +3,33 @@
 A batch that carries a producer id is checked against that producer's epoch and, with
 a base sequence, against its last sequence on the partition (a retry gets the original
 offsets back). A batch with a transaction id needs that transaction OPEN and
-unexpired, and its partition joins the transaction. The appends of one group commit
-then share one offset allocation per partition and one insert, as plain appends do.
+unexpired, and its partition joins the transaction. A *transactional* batch without
+one goes into its producer's open transaction, which it begins if there is none: as
+with Kafka since KIP-890, beginning a transaction costs the client no request of its
+own. The appends of one group commit then share one offset allocation per partition
+and one insert, as plain appends do.
 """
 
 from __future__ import annotations
 
+import secrets
 from collections.abc import Sequence
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 from typing import NoReturn
 
 from sqlalchemy import Connection
 
-from app.domain import AppendResult, ProducerStamp, Record, Topic
-from app.errors import InvalidRequest, InvalidTransactionState, ProducerFenced, TransactionNotFound
+from app.domain import AppendResult, ProducerStamp, Record, Topic, now_ms
+from app.errors import (
+    ConcurrentTransactions,
+    InvalidRequest,
+    InvalidTransactionState,
+    ProducerFenced,
+    TransactionNotFound,
+)
 from app.storage import log_store, producer_store, txn_store
 from app.storage.log_store import AppendRequest
+from app.storage.producer_store import SequenceClaim
 from app.storage.txn_store import TransactionRow
 from app.storage.writer import MergeKind
 from app.txn_state import TxnState
@@ -26,12 +37,25 @@ from app.txn_state import TxnState
 
 @dataclass(frozen=True, slots=True)
 class StampedAppend:
-    """One produce request to one partition, with its producer stamp."""
+    """One produce request to one partition, with its producer stamp.
+
+    ``begin_timeout_ms``: the timeout of a transaction this batch begins, when its
+    producer did not set one at InitProducerId.
+    """
 
     topic: Topic
     partition: int
     records: Sequence[Record]
     stamp: ProducerStamp
+    begin_timeout_ms: int | None = None
+
+
+def new_transaction(producer_id: int | None, producer_epoch: int | None, timeout_ms: int) -> TransactionRow:
+    """An OPEN transaction starting now (to be inserted with ``txn_store.insert_transactions``)."""
+    now = now_ms()
+    return TransactionRow(
+        "txn-" + secrets.token_hex(12), producer_id, producer_epoch, TxnState.OPEN, timeout_ms, False, now, now + timeout_ms
+    )
 
 
 def append_stamped_many(conn: Connection, appends: list[StampedAppend]) -> list[AppendResult]:
@@ -40,23 +64,26 @@ def append_stamped_many(conn: Connection, appends: list[StampedAppend]) -> list[
     Every check raises the error a lone request would get; the writer then runs the
     batch's requests one by one, so only the bad one fails.
     """
+    appends = _into_producer_transactions(conn, appends)
     txn_ids = {a.stamp.txn_id for a in appends if a.stamp.txn_id is not None}
     open_txns = txn_store.lock_open(conn, list(txn_ids)) if txn_ids else {}
-    results: list[AppendResult | None] = []
     for append in appends:
         txn_id, producer_id = append.stamp.txn_id, append.stamp.producer_id
         if txn_id is not None:
             txn = open_txns.get(txn_id) or explain_not_open(conn, txn_id)
             if producer_id is not None and producer_id != txn.producer_id:
                 raise InvalidRequest(f"transaction {txn_id} does not belong to producer {producer_id}")
-        results.append(_retried_batch(conn, append))
+    results = [
+        None if retried is None else replace(retried, txn_id=append.stamp.txn_id)
+        for append, retried in zip(appends, _retried_batches(conn, appends), strict=True)
+    ]
     fresh = [index for index, result in enumerate(results) if result is None]
     requests = [AppendRequest(appends[i].topic, {appends[i].partition: list(appends[i].records)}, appends[i].stamp) for i in fresh]
     joined: list[tuple[str, int, int, int]] = []
     for index, bases in zip(fresh, log_store.append_many(conn, requests), strict=True):
         append = appends[index]
         base = bases[append.partition]
-        results[index] = AppendResult(append.partition, base, len(append.records))
+        results[index] = AppendResult(append.partition, base, len(append.records), txn_id=append.stamp.txn_id)
         if append.stamp.txn_id is not None:
             joined.append((append.stamp.txn_id, append.topic.topic_id, append.partition, base))
     txn_store.add_partitions(conn, joined)
@@ -68,19 +95,63 @@ def append_stamped_many(conn: Connection, appends: list[StampedAppend]) -> list[
 STAMPED_APPEND: MergeKind[StampedAppend, AppendResult] = MergeKind("stamped-append", append_stamped_many)
 
 
-def _retried_batch(conn: Connection, append: StampedAppend) -> AppendResult | None:
-    """Kafka's idempotence checks: the original offsets if this batch was written before, else None."""
-    stamp = append.stamp
-    if stamp.producer_id is None:
-        return None
-    if stamp.producer_epoch is None:
-        raise InvalidRequest("producer_epoch is required with producer_id")
-    producer_store.check_epoch(conn, stamp.producer_id, stamp.producer_epoch)
-    if stamp.base_sequence is None:
-        return None
-    return producer_store.claim_sequence(
-        conn, stamp.producer_id, stamp.producer_epoch, append.topic, append.partition, stamp.base_sequence, len(append.records)
-    )
+def _into_producer_transactions(conn: Connection, appends: list[StampedAppend]) -> list[StampedAppend]:
+    """Give each transactional batch without a transaction id its producer's open transaction.
+
+    The producer's row is locked first, as an explicit begin does, so a concurrent
+    InitProducerId or begin waits. A transaction still ending (PREPARE_*) cannot take
+    writes: 409 CONCURRENT_TRANSACTIONS, which the producer retries, as in Kafka.
+    """
+    chosen: dict[int, str] = {}
+    begun: list[TransactionRow] = []
+    placed = []
+    for append in appends:
+        stamp = append.stamp
+        if not stamp.transactional or stamp.txn_id is not None:
+            placed.append(append)
+            continue
+        if stamp.producer_id is None or stamp.producer_epoch is None:
+            raise InvalidRequest("a transactional batch needs producer_id and producer_epoch")
+        if stamp.producer_id not in chosen:
+            producer_timeout = producer_store.touch(conn, stamp.producer_id)
+            producer_store.check_epoch(conn, stamp.producer_id, stamp.producer_epoch)
+            unfinished = txn_store.unfinished_of_producer(conn, stamp.producer_id)
+            if unfinished and unfinished[0].state is not TxnState.OPEN:
+                raise ConcurrentTransactions(
+                    f"transaction {unfinished[0].txn_id} of producer {stamp.producer_id} is still ending; retry"
+                )
+            if unfinished:
+                chosen[stamp.producer_id] = unfinished[0].txn_id
+            else:
+                timeout = producer_timeout or append.begin_timeout_ms
+                if timeout is None:
+                    raise InvalidRequest(f"producer {stamp.producer_id} has no transaction timeout")
+                begun.append(new_transaction(stamp.producer_id, stamp.producer_epoch, timeout))
+                chosen[stamp.producer_id] = begun[-1].txn_id
+        placed.append(replace(append, stamp=replace(stamp, txn_id=chosen[stamp.producer_id])))
+    txn_store.insert_transactions(conn, begun)
+    return placed
+
+
+def _retried_batches(conn: Connection, appends: list[StampedAppend]) -> list[AppendResult | None]:
+    """Kafka's idempotence checks for every batch: the original offsets of a retry, else None."""
+    epochs: list[tuple[int, int]] = []
+    claims: dict[int, SequenceClaim] = {}
+    for index, append in enumerate(appends):
+        producer_id, epoch, base_sequence = append.stamp.producer_id, append.stamp.producer_epoch, append.stamp.base_sequence
+        if producer_id is None:
+            continue
+        if epoch is None:
+            raise InvalidRequest("producer_epoch is required with producer_id")
+        epochs.append((producer_id, epoch))
+        if base_sequence is not None:
+            claims[index] = SequenceClaim(producer_id, epoch, append.topic, append.partition, base_sequence, len(append.records))
+    retried: list[AppendResult | None] = [None] * len(appends)
+    if epochs:
+        producer_store.check_epochs(conn, epochs)
+        for index, original in zip(claims, producer_store.claim_sequences(conn, list(claims.values())), strict=True):
+            retried[index] = original
+    return retried
 
 
 # -- what a transaction must be to be written to or ended -----------------------------------

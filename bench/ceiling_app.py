@@ -25,7 +25,7 @@ from app.api.encoding import JsonResponse, MessageLimits, message_json, to_recor
 from app.api.errors import install_error_handlers
 from app.api.half_routes import HalfMessageIn
 from app.api.middleware import BodyLimitMiddleware, MetricsMiddleware
-from app.api.models import Isolation, PartitionProduceRequest, ProduceRequest, TopicCreate
+from app.api.models import Isolation, PartitionProduceRequest, ProduceRequest, ProducerInit, TopicCreate
 from app.api.txn_routes import TransactionBegin
 from app.constants import TOPIC_NAME_PATTERN
 from app.domain import StoredMessage, now_ms
@@ -73,9 +73,17 @@ def create_app() -> FastAPI:
     @app.post("/v1/topics/{topic}/partitions/{partition}/messages")
     async def produce_to_partition(topic: TopicPath, partition: PartitionPath, body: PartitionProduceRequest) -> Response:
         records = [to_record(m, LIMITS) for m in body.messages]
-        return JsonResponse(
-            {"offsets": [{"partition": partition, "offset": next(offsets)} for _ in records], "duplicate": False}
-        )
+        answer: dict[str, object] = {
+            "offsets": [{"partition": partition, "offset": next(offsets)} for _ in records],
+            "duplicate": False,
+        }
+        if body.txn_id is not None or body.transactional:
+            answer["txn_id"] = body.txn_id or f"txn-{os.urandom(12).hex()}"
+        return JsonResponse(answer)
+
+    @app.post("/v1/producers")
+    async def init_producer(body: ProducerInit | None = None) -> Response:
+        return JsonResponse({"producer_id": next(offsets), "producer_epoch": 0})
 
     @app.get("/v1/topics/{topic}/partitions/{partition}/messages")
     async def fetch(

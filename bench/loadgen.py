@@ -12,13 +12,13 @@ from __future__ import annotations
 
 import asyncio
 import multiprocessing
+import os
 import time
 from dataclasses import dataclass
 
 import orjson
 
 from bench import payloads
-
 
 
 class Connection:
@@ -29,6 +29,8 @@ class Connection:
         self.port = port
         self.reader: asyncio.StreamReader | None = None
         self.writer: asyncio.StreamWriter | None = None
+        self.producer: dict[str, int] | None = None  # a chain's producer id and epoch, kept across its runs
+        self.sequences = [0] * payloads.PARTITIONS
 
     async def open(self) -> None:
         self.reader, self.writer = await asyncio.open_connection(self.host, self.port, limit=64 * 1024 * 1024)
@@ -83,6 +85,25 @@ async def chain_txn(conn: Connection, bodies: dict[str, bytes]) -> int:
     return payloads.PARTITIONS + 2
 
 
+async def chain_txn_producer(conn: Connection, bodies: dict[str, bytes]) -> int:
+    """Mode 2, Kafka style: 4 x 25 messages with the producer's id, epoch and sequences, the
+    first beginning the transaction (KIP-890: no begin request), then commit."""
+    if conn.producer is None:
+        body = orjson.dumps({"transactional_id": f"bench-{os.getpid()}-{id(conn)}"})
+        conn.producer = orjson.loads(_ok(*await conn.request("POST", "/v1/producers", body)))
+        conn.sequences = [0] * payloads.PARTITIONS
+    txn_id: str | None = None
+    for partition in range(payloads.PARTITIONS):
+        body = payloads.partition_body(25, txn_id, producer=conn.producer, base_sequence=conn.sequences[partition])
+        answer = orjson.loads(
+            _ok(*await conn.request("POST", f"/v1/topics/{payloads.TOPIC}/partitions/{partition}/messages", body))
+        )
+        conn.sequences[partition] += 25
+        txn_id = answer["txn_id"]
+    _ok(*await conn.request("POST", f"/v1/transactions/{txn_id}/commit", b""))
+    return payloads.PARTITIONS + 1
+
+
 async def chain_notxn(conn: Connection, bodies: dict[str, bytes]) -> int:
     """The same 100 messages as chain_txn, the same 4 requests, no transaction."""
     for partition in range(payloads.PARTITIONS):
@@ -96,8 +117,14 @@ async def chain_single(conn: Connection, bodies: dict[str, bytes]) -> int:
     return 1
 
 
-CHAINS = {"pair": chain_pair, "txn": chain_txn, "notxn": chain_notxn, "single": chain_single}
-MESSAGES_PER_OP = {"pair": 1, "txn": 100, "notxn": 100, "single": 1}
+CHAINS = {
+    "pair": chain_pair,
+    "txn": chain_txn,
+    "txn-producer": chain_txn_producer,
+    "notxn": chain_notxn,
+    "single": chain_single,
+}
+MESSAGES_PER_OP = {"pair": 1, "txn": 100, "txn-producer": 100, "notxn": 100, "single": 1}
 
 
 def _bodies() -> dict[str, bytes]:

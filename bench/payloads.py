@@ -21,9 +21,19 @@ def produce_body(count: int) -> bytes:
     return orjson.dumps({"messages": [{"value": VALUE} for _ in range(count)]})
 
 
-def partition_body(count: int, txn_id: str | None = None) -> bytes:
-    """``POST /v1/topics/{topic}/partitions/{p}/messages``, optionally inside a mode-2 transaction."""
+def partition_body(
+    count: int, txn_id: str | None = None, *, producer: dict[str, int] | None = None, base_sequence: int | None = None
+) -> bytes:
+    """``POST /v1/topics/{topic}/partitions/{p}/messages``, optionally inside a mode-2 transaction.
+
+    With ``producer`` and no ``txn_id`` the batch is transactional: it goes into (or begins)
+    that producer's transaction.
+    """
     body: dict[str, object] = {"messages": [{"value": VALUE} for _ in range(count)]}
+    if producer is not None:
+        body.update(producer, base_sequence=base_sequence)
+        if txn_id is None:
+            body["transactional"] = True
     if txn_id is not None:
         body["txn_id"] = txn_id
     return orjson.dumps(body)

@@ -70,6 +70,7 @@ SPECS = [
     Spec("pairs", "half prepare+commit pairs", "chain", 64, "pairs/s", 1, chain="pair"),
     Spec("notxn", "4 x 25 msgs, no transaction", "chain", 64, "batches/s", 100, chain="notxn"),
     Spec("txn", "mode-2 txn: 4 x 25 msgs + commit", "chain", 64, "txn/s", 100, chain="txn"),
+    Spec("txn-producer", "mode-2 txn, Kafka style: 4 x 25 + commit", "chain", 64, "txn/s", 100, chain="txn-producer"),
     Spec("fetch", f"read_committed fetch {FETCH_PAGE}/req", "wrk-fetch", 16, "req/s", FETCH_PAGE),
 ]
 CLIENT_CHECK = Spec("client-check", "produce 1 msg/request (client check)", "chain", 64, "req/s", 1, chain="single")

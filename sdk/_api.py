@@ -82,11 +82,14 @@ def produce_to_partition(
     producer: ProducerIdentity | None = None,
     base_sequence: int | None = None,
     txn_id: str | None = None,
+    transactional: bool = False,
 ) -> Call[ProduceResult]:
     """``POST /v1/topics/{t}/partitions/{p}/messages``.
 
     Resending is safe only with a sequence number: the broker then answers a repeat
     with the original offsets (``duplicate: true``) instead of writing it twice.
+    ``transactional`` without ``txn_id``: into the producer's open transaction, begun
+    by this write if there is none; the result names it.
     """
     body: dict[str, Any] = {"messages": list(messages)}
     if producer is not None:
@@ -96,6 +99,8 @@ def produce_to_partition(
         body["base_sequence"] = base_sequence
     if txn_id is not None:
         body["txn_id"] = txn_id
+    elif transactional:
+        body["transactional"] = True
     return Call(
         "POST", f"/v1/topics/{_seg(topic)}/partitions/{partition}/messages", json=body,
         idempotent=base_sequence is not None,

@@ -82,12 +82,19 @@ class ProduceResult:
     partition: int
     offsets: list[int]
     duplicate: bool = False
+    txn_id: str | None = None  # the transaction the batch was written into
 
     @classmethod
     def from_json(cls, body: Mapping[str, Any], partition: int) -> ProduceResult:
-        """Build from ``{"offsets": [{"partition", "offset"}], "duplicate"?}``."""
+        """Build from ``{"offsets": [{"partition", "offset"}], "duplicate"?, "txn_id"?}``."""
         offsets = [int(o["offset"]) if isinstance(o, Mapping) else int(o) for o in body.get("offsets") or []]
-        return cls(partition=partition, offsets=offsets, duplicate=bool(body.get("duplicate", False)))
+        txn_id = body.get("txn_id")
+        return cls(
+            partition=partition,
+            offsets=offsets,
+            duplicate=bool(body.get("duplicate", False)),
+            txn_id=None if txn_id is None else str(txn_id),
+        )
 
 
 @dataclass(frozen=True)

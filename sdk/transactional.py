@@ -11,9 +11,9 @@ finishing that instance's open transaction). Then, per transaction::
 
 or ``with producer.transaction(): ...`` (commit on success, abort on exception).
 
-The broker-side transaction is created lazily at the first ``send`` or
-``send_offsets_to_transaction`` (as Kafka's client does); an empty transaction
-costs no request. Writes carry sequence numbers, so retried requests never
+The broker-side transaction is created lazily, as Kafka's client does: the first
+``send`` begins it in the same request (KIP-890), and ``send_offsets_to_transaction``
+before any send begins it explicitly. An empty transaction costs no request. Writes carry sequence numbers, so retried requests never
 duplicate; all state rules live in :mod:`sdk._txn_state`.
 """
 
@@ -125,16 +125,17 @@ class TransactionalProducer:
                 count = self._partitions_for(topic)
                 p = self._router.choose(topic, key, partition, count)
                 tp: TopicPartition = (topic, p)
-                txn_id = self._ensure_broker_transaction()
                 base = manager.base_sequence(tp)
+                # The first write begins the broker's transaction (no request of its own).
                 result = self._transport.call(
                     _api.produce_to_partition(
                         topic, p, [to_wire(value, key, headers)],
-                        producer=manager.identity, base_sequence=base, txn_id=txn_id,
+                        producer=manager.identity, base_sequence=base, txn_id=manager.txn_id, transactional=True,
                     )
                 )
             except Exception as exc:
                 raise manager.failed(exc)
+            manager.txn_id = manager.txn_id or result.txn_id
             manager.acknowledge(tp, base, 1)
             return p, result.offsets[0]
 

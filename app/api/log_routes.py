@@ -101,21 +101,28 @@ async def produce_to_partition(
         raise InvalidRequest(f"a message names another partition than {partition}")
     if body.base_sequence is not None and body.producer_id is None:
         raise InvalidRequest("base_sequence needs producer_id and producer_epoch")
+    if body.transactional and (body.producer_id is None or body.producer_epoch is None):
+        raise InvalidRequest("transactional needs producer_id and producer_epoch")
+    if body.transactional and body.txn_id is not None:
+        raise InvalidRequest("give txn_id or transactional, not both")
     limits = limits_of(request)
     records = [to_record(m, limits) for m in body.messages]
-    stamp = ProducerStamp(body.producer_id, body.producer_epoch, body.base_sequence, body.txn_id)
-    if body.txn_id is not None:
+    stamp = ProducerStamp(
+        body.producer_id, body.producer_epoch, body.base_sequence, body.txn_id, transactional=body.transactional
+    )
+    if body.txn_id is not None or body.transactional:
         result = await broker.coordinator.produce(topic, partition, records, stamp)
     else:
         result = await broker.log.produce_idempotent(topic, partition, records, stamp)
     if not result.duplicate:
         MESSAGES_IN.labels(topic).inc(result.count)
-    return JsonResponse(
-        {
-            "offsets": [{"partition": result.partition, "offset": o} for o in result.offsets],
-            "duplicate": result.duplicate,
-        }
-    )
+    answer: dict[str, object] = {
+        "offsets": [{"partition": result.partition, "offset": o} for o in result.offsets],
+        "duplicate": result.duplicate,
+    }
+    if result.txn_id is not None:
+        answer["txn_id"] = result.txn_id
+    return JsonResponse(answer)
 
 
 @router.get("/topics/{topic}/partitions/{partition}/messages", response_model=FetchResponse, tags=["fetch"])

@@ -96,6 +96,12 @@ class PartitionProduceRequest(Strict):
     producer_epoch: Epoch | None = None
     base_sequence: Annotated[int, Field(ge=0, le=2**31 - 1)] | None = None
     txn_id: Annotated[str, Field(min_length=1, max_length=64, pattern=NO_NUL)] | None = None
+    transactional: bool = Field(
+        False,
+        description="With producer_id and producer_epoch and no txn_id: the batch goes into the producer's "
+        "open transaction, which it begins if there is none (Kafka's first send after beginTransaction). "
+        "The answer names the transaction in txn_id.",
+    )
 
 
 class OffsetAssignment(BaseModel):
@@ -106,6 +112,7 @@ class OffsetAssignment(BaseModel):
 class ProduceResponse(BaseModel):
     offsets: list[OffsetAssignment]
     duplicate: bool = False
+    txn_id: str | None = Field(None, description="The transaction the batch was written into, if any")
 
 
 class ProducerInit(Strict):

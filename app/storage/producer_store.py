@@ -1,14 +1,19 @@
 """SQL for producer ids, epochs and per-partition sequence numbers (Kafka's producer state).
 
-Sequence checks are compare-and-set updates, not read-then-write: the UPDATE that
-advances a producer's sequence only matches when the batch is the next one, and it
-locks the row until the append commits, so two copies of the same batch racing
-each other (a client retry, another broker process) can never both be written.
+Sequence checks read the producer's sequence rows locked (``FOR UPDATE`` on
+PostgreSQL; SQLite has one writer), decide every batch of a group commit in order,
+and write the new states back in two statements. The rows stay locked until the
+append commits, so two copies of the same batch racing each other (a client retry,
+another broker process) can never both be written. A writer only takes a sequence
+row while it holds its partition's row lock, which every writer takes in one order.
 """
 
 from __future__ import annotations
 
-from sqlalchemy import Connection, and_, insert, or_, select, update
+from collections.abc import Sequence
+from dataclasses import dataclass
+
+from sqlalchemy import Connection, bindparam, insert, select, tuple_, update
 from sqlalchemy.exc import IntegrityError
 
 from app.domain import AppendResult, Topic, now_ms
@@ -86,74 +91,138 @@ def touch(conn: Connection, producer_id: int) -> int | None:
 
 def check_epoch(conn: Connection, producer_id: int, epoch: int) -> None:
     """Refuse a request from an unknown producer or a fenced (older) epoch."""
-    current = current_epoch(conn, producer_id)
-    if current is None:
-        raise UnknownProducerId(f"unknown producer id {producer_id}; call POST /v1/producers first")
-    if epoch < current:
-        raise ProducerFenced(f"producer {producer_id} epoch {epoch} is fenced by epoch {current}")
-    if epoch > current:
-        raise InvalidRequest(f"producer {producer_id} has epoch {current}, not {epoch}")
+    check_epochs(conn, [(producer_id, epoch)])
 
 
-def claim_sequence(
-    conn: Connection, producer_id: int, epoch: int, topic: Topic, partition: int, base_sequence: int, count: int
-) -> AppendResult | None:
-    """Advance the producer's sequence for a batch, or recognise the batch as a retry.
+def check_epochs(conn: Connection, stamps: Sequence[tuple[int, int]]) -> None:
+    """:func:`check_epoch` for several ``(producer id, epoch)`` at once: one query."""
+    ids = sorted({producer_id for producer_id, _ in stamps})
+    rows = conn.execute(select(producers.c.producer_id, producers.c.epoch).where(producers.c.producer_id.in_(ids)))
+    current = {int(producer_id): int(epoch) for producer_id, epoch in rows}
+    for producer_id, epoch in stamps:
+        found = current.get(producer_id)
+        if found is None:
+            raise UnknownProducerId(f"unknown producer id {producer_id}; call POST /v1/producers first")
+        if epoch < found:
+            raise ProducerFenced(f"producer {producer_id} epoch {epoch} is fenced by epoch {found}")
+        if epoch > found:
+            raise InvalidRequest(f"producer {producer_id} has epoch {found}, not {epoch}")
 
-    Returns None when the batch is new (and the sequence row stays locked until the
-    transaction ends), or the original offsets when it was written before. Raises
-    OutOfOrderSequence for a gap or a partial overlap.
-    """
-    last = base_sequence + count - 1
-    key = and_(
-        producer_sequences.c.producer_id == producer_id,
-        producer_sequences.c.topic_id == topic.topic_id,
-        producer_sequences.c.partition == partition,
+
+@dataclass(frozen=True, slots=True)
+class SequenceClaim:
+    """A batch's place in its producer's sequence on one partition."""
+
+    producer_id: int
+    epoch: int
+    topic: Topic
+    partition: int
+    base_sequence: int
+    count: int
+
+    @property
+    def key(self) -> tuple[int, int, int]:
+        return self.producer_id, self.topic.topic_id, self.partition
+
+    @property
+    def last_sequence(self) -> int:
+        return self.base_sequence + self.count - 1
+
+
+_SEQUENCE_STATES = select(
+    producer_sequences.c.producer_id,
+    producer_sequences.c.topic_id,
+    producer_sequences.c.partition,
+    producer_sequences.c.epoch,
+    producer_sequences.c.last_sequence,
+)
+_ADVANCE = (
+    update(producer_sequences)
+    .where(
+        producer_sequences.c.producer_id == bindparam("b_producer_id"),
+        producer_sequences.c.topic_id == bindparam("b_topic_id"),
+        producer_sequences.c.partition == bindparam("b_partition"),
     )
-    advanced = conn.execute(
-        update(producer_sequences)
-        .where(
-            key,
-            or_(
-                and_(producer_sequences.c.epoch == epoch, producer_sequences.c.last_sequence == base_sequence - 1),
-                and_(producer_sequences.c.epoch < epoch, base_sequence == 0),
-            ),
-        )
-        .values(epoch=epoch, last_sequence=last)
-    ).rowcount
-    if advanced:
-        return None
-    state = conn.execute(select(producer_sequences.c.epoch, producer_sequences.c.last_sequence).where(key)).first()
-    if state is None:
-        if base_sequence != 0:
-            raise OutOfOrderSequence(
-                f"first batch of producer {producer_id} on {topic.name}/{partition} must start at sequence 0, "
-                f"got {base_sequence}"
-            )
+    .values(epoch=bindparam("b_epoch"), last_sequence=bindparam("b_last_sequence"))
+)
+
+
+def claim_sequences(conn: Connection, claims: Sequence[SequenceClaim]) -> list[AppendResult | None]:
+    """Advance each producer's sequence for its batch, in order, or recognise the batch as a retry.
+
+    One answer per claim: None when the batch is new (its sequence row stays locked
+    until the transaction ends), or the original offsets when it was written before.
+    Raises OutOfOrderSequence for a gap or a partial overlap, ProducerFenced for an
+    epoch older than the partition has seen. Claims on one partition are taken in
+    order, so a batch and the next one may share a call.
+    """
+    if not claims:
+        return []
+    keys = sorted({claim.key for claim in claims})
+    found = conn.execute(
+        _SEQUENCE_STATES.where(
+            tuple_(producer_sequences.c.producer_id, producer_sequences.c.topic_id, producer_sequences.c.partition).in_(keys)
+        ).with_for_update()
+    )
+    stored = {(int(p), int(t), int(q)): (int(epoch), int(last)) for p, t, q, epoch, last in found}
+    states = dict(stored)
+    answers: list[AppendResult | None] = []
+    for claim in claims:
+        state = states.get(claim.key)
+        if _follows(state, claim):
+            states[claim.key] = (claim.epoch, claim.last_sequence)
+            answers.append(None)
+        else:
+            answers.append(_retry_or_refuse(conn, claim, state))
+    new_keys = [key for key in states if key not in stored]
+    if new_keys:
         try:
             with conn.begin_nested():
                 conn.execute(
-                    insert(producer_sequences).values(
-                        producer_id=producer_id,
-                        topic_id=topic.topic_id,
-                        partition=partition,
-                        epoch=epoch,
-                        last_sequence=last,
-                    )
+                    insert(producer_sequences),
+                    [{"producer_id": p, "topic_id": t, "partition": q, "epoch": states[(p, t, q)][0],
+                      "last_sequence": states[(p, t, q)][1]} for p, t, q in new_keys],
                 )
         except IntegrityError:
-            return claim_sequence(conn, producer_id, epoch, topic, partition, base_sequence, count)
-        return None
-    stored_epoch, last_sequence = int(state[0]), int(state[1])
-    if stored_epoch > epoch:
-        raise ProducerFenced(f"producer {producer_id} epoch {epoch} is fenced by epoch {stored_epoch}")
-    if stored_epoch == epoch and last <= last_sequence:
-        original = _written_batch(conn, producer_id, topic, partition, base_sequence, count)
+            # Another broker process wrote one of these producers' first batch on the same
+            # partition just now: read the sequences again (nothing is written yet).
+            return claim_sequences(conn, claims)
+    advanced = [key for key in stored if states[key] != stored[key]]
+    if advanced:
+        conn.execute(
+            _ADVANCE,
+            [{"b_producer_id": p, "b_topic_id": t, "b_partition": q, "b_epoch": states[(p, t, q)][0],
+              "b_last_sequence": states[(p, t, q)][1]} for p, t, q in advanced],
+        )
+    return answers
+
+
+def _follows(state: tuple[int, int] | None, claim: SequenceClaim) -> bool:
+    """Whether the batch is the next one: right after the last, or the first of a new epoch."""
+    if state is None:
+        return claim.base_sequence == 0
+    epoch, last = state
+    return (epoch == claim.epoch and last == claim.base_sequence - 1) or (epoch < claim.epoch and claim.base_sequence == 0)
+
+
+def _retry_or_refuse(conn: Connection, claim: SequenceClaim, state: tuple[int, int] | None) -> AppendResult:
+    """A batch that is not the next one: the original offsets of a retry, or the error."""
+    if state is None:
+        raise OutOfOrderSequence(
+            f"first batch of producer {claim.producer_id} on {claim.topic.name}/{claim.partition} must start at "
+            f"sequence 0, got {claim.base_sequence}"
+        )
+    epoch, last = state
+    if epoch > claim.epoch:
+        raise ProducerFenced(f"producer {claim.producer_id} epoch {claim.epoch} is fenced by epoch {epoch}")
+    if epoch == claim.epoch and claim.last_sequence <= last:
+        original = _written_batch(conn, claim.producer_id, claim.topic, claim.partition, claim.base_sequence, claim.count)
         if original is not None:
             return original
-    expected = 0 if stored_epoch < epoch else last_sequence + 1
+    expected = 0 if epoch < claim.epoch else last + 1
     raise OutOfOrderSequence(
-        f"producer {producer_id} on {topic.name}/{partition}: expected sequence {expected}, got {base_sequence}"
+        f"producer {claim.producer_id} on {claim.topic.name}/{claim.partition}: expected sequence {expected}, "
+        f"got {claim.base_sequence}"
     )
 
 

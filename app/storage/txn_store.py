@@ -60,6 +60,8 @@ def _row(values: Sequence[object]) -> TransactionRow:
 
 
 def insert_transactions(conn: Connection, rows: Sequence[TransactionRow]) -> None:
+    if not rows:
+        return
     conn.execute(
         insert(transactions),
         [

@@ -72,16 +72,17 @@ class AsyncTransactionalProducer(AsyncBase):
             try:
                 p = self._router.choose(topic, key, partition, await self.partitions_for(topic))
                 tp = (topic, p)
-                txn_id = await self._ensure_broker_transaction()
                 base = manager.base_sequence(tp)
+                # The first write begins the broker's transaction (no request of its own).
                 result = await self._transport.call(
                     _api.produce_to_partition(
                         topic, p, [to_wire(value, key, headers)], producer=manager.identity, base_sequence=base,
-                        txn_id=txn_id,
+                        txn_id=manager.txn_id, transactional=True,
                     )
                 )
             except Exception as exc:
                 raise manager.failed(exc)
+            manager.txn_id = manager.txn_id or result.txn_id
             manager.acknowledge(tp, base, 1)
             return p, result.offsets[0]
 

@@ -5,6 +5,7 @@ from __future__ import annotations
 import time
 from collections.abc import Callable
 
+import httpx
 import pytest
 from tests.e2e.sdk_fixtures import FaultyProxy, admin, broker, faulty_proxy, new_topic, read_all, unique  # noqa: F401
 
@@ -48,6 +49,35 @@ def test_commit_makes_writes_and_offsets_visible_together(admin: Client, new_top
     values = [m.value for m in read_all(admin, sink)]
     assert {"order": 1} in values and b"\x00bytes" in values
     assert [(c.topic, c.partition, c.offset) for c in admin.committed_offsets(group)] == [(source, 0, 3)]
+
+
+def _begin_requests(url: str) -> float:
+    """POST /v1/transactions the broker has answered, from its /metrics."""
+    metrics = httpx.get(f"{url}/metrics").text.splitlines()
+    return sum(
+        float(line.rsplit(" ", 1)[1])
+        for line in metrics
+        if line.startswith("halfmq_http_requests_total{") and 'method="POST"' in line and 'route="/v1/transactions"' in line
+    )
+
+
+def test_the_first_send_begins_the_transaction_without_a_request_of_its_own(
+    admin: Client, new_topic: Callable[..., str]
+) -> None:
+    topic = new_topic(2)
+    with TransactionalProducer(admin.url, unique("tx")) as producer:
+        producer.init_transactions()
+        begins = _begin_requests(admin.url)
+        with producer.transaction():
+            producer.send(topic, "a", partition=0)
+            producer.send(topic, "b", partition=1)
+            txn_id = producer.transaction_id
+            assert txn_id is not None
+            open_txn = admin.get_transaction(txn_id)
+            assert open_txn.state == "OPEN" and len(open_txn.partitions) == 2
+        assert _begin_requests(admin.url) == begins
+    assert admin.get_transaction(txn_id).state == "COMMITTED"
+    assert sorted(m.value for m in read_all(admin, topic)) == ["a", "b"]
 
 
 def test_abort_and_context_manager(admin: Client, new_topic: Callable[..., str]) -> None:

@@ -302,3 +302,63 @@ def test_idempotent_batches_sharing_a_group_commit_are_checked_each(topics: Test
     assert other_topic.result().json()["offsets"] == [{"partition": 0, "offset": 0}]
     assert (gap.result().status_code, error_code(gap.result())) == (409, "OUT_OF_ORDER_SEQUENCE")
     assert values(topics, "a", 0) == ["x"] and values(topics, "a", 1) == ["y"] and values(topics, "b", 0) == ["z"]
+
+
+# -- a transactional produce begins the producer's transaction (KIP-890) -------------------
+
+
+def transactional(client: TestClient, topic: str, partition: int, value: Any, sequence: int, producer: dict[str, Any]) -> Any:
+    return send(client, topic, partition, None, value, transactional=True, base_sequence=sequence, **producer)
+
+
+def test_a_transactional_produce_begins_its_producers_transaction_and_the_next_ones_join_it(topics: TestClient) -> None:
+    producer = topics.post("/v1/producers", json={"transactional_id": "implicit"}).json()
+    first = transactional(topics, "a", 0, "x", 0, producer)
+    assert first.status_code == 200, first.text
+    txn = first.json()["txn_id"]
+    assert transactional(topics, "b", 0, "y", 0, producer).json()["txn_id"] == txn
+    assert transactional(topics, "a", 0, "x", 0, producer).json() == {**first.json(), "duplicate": True}  # a retry
+    described = topics.get(f"/v1/transactions/{txn}").json()
+    assert described["state"] == "OPEN" and described["producer_id"] == producer["producer_id"]
+    assert sorted((p["topic"], p["partition"]) for p in described["partitions"]) == [("a", 0), ("b", 0)]
+    assert values(topics, "a", 0) == [] and lso(topics, "a", 0) == (0, 1)
+    assert topics.post(f"/v1/transactions/{txn}/commit").json()["state"] == "COMMITTED"
+    assert values(topics, "a", 0) == ["x"] and values(topics, "b", 0) == ["y"]
+    after = transactional(topics, "a", 0, "z", 1, producer).json()
+    assert after["txn_id"] != txn  # the committed one is over: this write began the next
+    assert topics.post(f"/v1/transactions/{after['txn_id']}/abort").json()["state"] == "ABORTED"
+    assert values(topics, "a", 0) == ["x"]
+
+
+def test_transactional_produces_of_one_producer_in_one_group_commit_begin_one_transaction(topics: TestClient) -> None:
+    producer = topics.post("/v1/producers", json={"transactional_id": "together"}).json()
+    with ThreadPoolExecutor(3) as pool, one_group_commit(topics) as queued:
+        sent = [pool.submit(transactional, topics, topic, 0, topic, 0, producer) for topic in ("a", "b")]
+        queued(2)
+    assert len({future.result().json()["txn_id"] for future in sent}) == 1
+    txn = sent[0].result().json()["txn_id"]
+    assert len(topics.get(f"/v1/transactions/{txn}").json()["partitions"]) == 2
+
+
+def test_a_transactional_produce_needs_a_producer_and_no_txn_id(topics: TestClient) -> None:
+    producer = topics.post("/v1/producers", json={"transactional_id": "needs"}).json()
+    txn = begin(topics, **producer)
+    without_producer = send(topics, "a", 0, None, "x", transactional=True)
+    with_txn_id_too = send(topics, "a", 0, txn, "x", transactional=True, **producer)
+    for response in (without_producer, with_txn_id_too):
+        assert (response.status_code, error_code(response)) == (400, "INVALID_REQUEST")
+    assert values(topics, "a", 0, "read_uncommitted") == []
+
+
+def test_a_transactional_produce_is_refused_to_a_fenced_producer_and_while_its_transaction_ends(
+    topics: TestClient, broker: Broker
+) -> None:
+    old = topics.post("/v1/producers", json={"transactional_id": "busy"}).json()
+    current = topics.post("/v1/producers", json={"transactional_id": "busy"}).json()
+    fenced = transactional(topics, "a", 0, "old", 0, old)
+    assert (fenced.status_code, error_code(fenced)) == (409, "PRODUCER_FENCED")
+    txn = transactional(topics, "a", 0, "x", 0, current).json()["txn_id"]
+    broker.store.writer.run_sync(lambda conn: txn_store.transition(conn, txn, TxnState.OPEN, TxnState.PREPARE_COMMIT))
+    ending = transactional(topics, "a", 1, "y", 0, current)
+    assert (ending.status_code, error_code(ending)) == (409, "CONCURRENT_TRANSACTIONS")
+    assert values(topics, "a", 1, "read_uncommitted") == []
