@@ -204,6 +204,7 @@ class Coordinator:
         if len({r.txn_id for r in requests}) != len(requests):
             raise NotMergeable("one transaction ended twice in a batch")
         found = txn_store.get_many(conn, [r.txn_id for r in requests])
+        epochs = producer_store.current_epochs(conn, [t.producer_id for t in found.values() if t.producer_id is not None])
         now = now_ms()
         prepared: list[TransactionRow] = []
         opening: dict[TxnState, list[TransactionRow]] = defaultdict(list)
@@ -217,7 +218,7 @@ class Coordinator:
                 # Too late: the timeout wins, whether its job got here first or this request did.
                 prepared.append(replace(txn, state=TxnState.PREPARE_ABORT, timed_out=True))
                 continue
-            refuse_fenced(conn, txn)
+            refuse_fenced(conn, txn, epochs)
             if txn.state is not TxnState.OPEN:
                 raise AlreadyResolved(f"transaction {txn.txn_id} is {txn.state.value}")
             opening[prepare_state(request.commit)].append(txn)

@@ -13,7 +13,7 @@ and one insert, as plain appends do.
 from __future__ import annotations
 
 import secrets
-from collections.abc import Sequence
+from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, replace
 from typing import NoReturn
 
@@ -98,39 +98,48 @@ STAMPED_APPEND: MergeKind[StampedAppend, AppendResult] = MergeKind("stamped-appe
 def _into_producer_transactions(conn: Connection, appends: list[StampedAppend]) -> list[StampedAppend]:
     """Give each transactional batch without a transaction id its producer's open transaction.
 
-    The producer's row is locked first, as an explicit begin does, so a concurrent
+    The producers' rows are locked first, as an explicit begin does, so a concurrent
     InitProducerId or begin waits. A transaction still ending (PREPARE_*) cannot take
     writes: 409 CONCURRENT_TRANSACTIONS, which the producer retries, as in Kafka.
     """
+    epochs: dict[int, int] = {}  # producer id -> epoch, for the producers of batches that begin or join
+    stamped: list[tuple[int, int]] = []
+    fallback_timeouts: dict[int, int | None] = {}
+    for append in appends:
+        producer_id, epoch = append.stamp.producer_id, append.stamp.producer_epoch
+        if not append.stamp.transactional or append.stamp.txn_id is not None:
+            continue
+        if producer_id is None or epoch is None:
+            raise InvalidRequest("a transactional batch needs producer_id and producer_epoch")
+        epochs.setdefault(producer_id, epoch)
+        stamped.append((producer_id, epoch))
+        fallback_timeouts.setdefault(producer_id, append.begin_timeout_ms)
+    if not epochs:
+        return appends
+    timeouts = producer_store.touch_many(conn, list(epochs))
+    producer_store.check_epochs(conn, stamped)
+    unfinished = txn_store.unfinished_of_producers(conn, list(epochs))
     chosen: dict[int, str] = {}
     begun: list[TransactionRow] = []
-    placed = []
-    for append in appends:
-        stamp = append.stamp
-        if not stamp.transactional or stamp.txn_id is not None:
-            placed.append(append)
+    for producer_id, epoch in epochs.items():
+        current = unfinished.get(producer_id)
+        if current and current[0].state is not TxnState.OPEN:
+            raise ConcurrentTransactions(f"transaction {current[0].txn_id} of producer {producer_id} is still ending; retry")
+        if current:
+            chosen[producer_id] = current[0].txn_id
             continue
-        if stamp.producer_id is None or stamp.producer_epoch is None:
-            raise InvalidRequest("a transactional batch needs producer_id and producer_epoch")
-        if stamp.producer_id not in chosen:
-            producer_timeout = producer_store.touch(conn, stamp.producer_id)
-            producer_store.check_epoch(conn, stamp.producer_id, stamp.producer_epoch)
-            unfinished = txn_store.unfinished_of_producer(conn, stamp.producer_id)
-            if unfinished and unfinished[0].state is not TxnState.OPEN:
-                raise ConcurrentTransactions(
-                    f"transaction {unfinished[0].txn_id} of producer {stamp.producer_id} is still ending; retry"
-                )
-            if unfinished:
-                chosen[stamp.producer_id] = unfinished[0].txn_id
-            else:
-                timeout = producer_timeout or append.begin_timeout_ms
-                if timeout is None:
-                    raise InvalidRequest(f"producer {stamp.producer_id} has no transaction timeout")
-                begun.append(new_transaction(stamp.producer_id, stamp.producer_epoch, timeout))
-                chosen[stamp.producer_id] = begun[-1].txn_id
-        placed.append(replace(append, stamp=replace(stamp, txn_id=chosen[stamp.producer_id])))
+        timeout = timeouts.get(producer_id) or fallback_timeouts[producer_id]
+        if timeout is None:
+            raise InvalidRequest(f"producer {producer_id} has no transaction timeout")
+        begun.append(new_transaction(producer_id, epoch, timeout))
+        chosen[producer_id] = begun[-1].txn_id
     txn_store.insert_transactions(conn, begun)
-    return placed
+    return [
+        replace(a, stamp=replace(a.stamp, txn_id=chosen[a.stamp.producer_id]))
+        if a.stamp.txn_id is None and a.stamp.producer_id in chosen and a.stamp.transactional
+        else a
+        for a in appends
+    ]
 
 
 def _retried_batches(conn: Connection, appends: list[StampedAppend]) -> list[AppendResult | None]:
@@ -177,10 +186,11 @@ def explain_not_open(conn: Connection, txn_id: str) -> NoReturn:
     raise InvalidTransactionState(f"transaction {txn_id} is {txn.state.value}, not OPEN")
 
 
-def refuse_fenced(conn: Connection, txn: TransactionRow) -> None:
+def refuse_fenced(conn: Connection, txn: TransactionRow, epochs: Mapping[int, int] | None = None) -> None:
+    """Refuse a transaction whose producer has a newer epoch; ``epochs``: producers' current epochs, if read already."""
     if txn.producer_id is None or txn.producer_epoch is None:
         return
-    current = producer_store.current_epoch(conn, txn.producer_id)
+    current = producer_store.current_epoch(conn, txn.producer_id) if epochs is None else epochs.get(txn.producer_id)
     if current is not None and current > txn.producer_epoch:
         raise ProducerFenced(
             f"transaction {txn.txn_id} belongs to producer epoch {txn.producer_epoch}, fenced by epoch {current}"

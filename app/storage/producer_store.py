@@ -75,18 +75,32 @@ def fence(conn: Connection, producer_id: int, epoch: int) -> None:
 
 
 def current_epoch(conn: Connection, producer_id: int) -> int | None:
-    value = conn.execute(select(producers.c.epoch).where(producers.c.producer_id == producer_id)).scalar()
-    return None if value is None else int(value)
+    return current_epochs(conn, [producer_id]).get(producer_id)
+
+
+def current_epochs(conn: Connection, producer_ids: Sequence[int]) -> dict[int, int]:
+    """The producers' current epochs, by id (unknown ones left out)."""
+    if not producer_ids:
+        return {}
+    ids = sorted(set(producer_ids))
+    rows = conn.execute(select(producers.c.producer_id, producers.c.epoch).where(producers.c.producer_id.in_(ids)))
+    return {int(producer_id): int(epoch) for producer_id, epoch in rows}
 
 
 def touch(conn: Connection, producer_id: int) -> int | None:
     """Mark the producer used now (locking its row); returns its transaction timeout."""
-    return conn.execute(
+    return touch_many(conn, [producer_id]).get(producer_id)
+
+
+def touch_many(conn: Connection, producer_ids: Sequence[int]) -> dict[int, int | None]:
+    """:func:`touch` for several producers: their transaction timeouts, by id (unknown ones left out)."""
+    rows = conn.execute(
         update(producers)
-        .where(producers.c.producer_id == producer_id)
+        .where(producers.c.producer_id.in_(sorted(producer_ids)))
         .values(last_used_at=now_ms())
-        .returning(producers.c.transaction_timeout_ms)
-    ).scalar()
+        .returning(producers.c.producer_id, producers.c.transaction_timeout_ms)
+    )
+    return {int(producer_id): None if timeout is None else int(timeout) for producer_id, timeout in rows}
 
 
 def check_epoch(conn: Connection, producer_id: int, epoch: int) -> None:
@@ -96,9 +110,7 @@ def check_epoch(conn: Connection, producer_id: int, epoch: int) -> None:
 
 def check_epochs(conn: Connection, stamps: Sequence[tuple[int, int]]) -> None:
     """:func:`check_epoch` for several ``(producer id, epoch)`` at once: one query."""
-    ids = sorted({producer_id for producer_id, _ in stamps})
-    rows = conn.execute(select(producers.c.producer_id, producers.c.epoch).where(producers.c.producer_id.in_(ids)))
-    current = {int(producer_id): int(epoch) for producer_id, epoch in rows}
+    current = current_epochs(conn, [producer_id for producer_id, _ in stamps])
     for producer_id, epoch in stamps:
         found = current.get(producer_id)
         if found is None:

@@ -130,13 +130,22 @@ def transition_many(
 
 
 def unfinished_of_producer(conn: Connection, producer_id: int) -> list[TransactionRow]:
+    return unfinished_of_producers(conn, [producer_id]).get(producer_id, [])
+
+
+def unfinished_of_producers(conn: Connection, producer_ids: Sequence[int]) -> dict[int, list[TransactionRow]]:
+    """Each producer's transactions that are not final yet (at most one, unless something went wrong)."""
     rows = conn.execute(
         select(*_COLUMNS).where(
-            transactions.c.producer_id == producer_id,
+            transactions.c.producer_id.in_(producer_ids),
             transactions.c.state.in_([s.value for s in UNFINISHED_STATES]),
         )
     )
-    return [_row(r) for r in rows]
+    found: dict[int, list[TransactionRow]] = {}
+    for txn in map(_row, rows):
+        assert txn.producer_id is not None
+        found.setdefault(txn.producer_id, []).append(txn)
+    return found
 
 
 def expired_open(conn: Connection, now: int, limit: int) -> list[TransactionRow]:
