@@ -225,7 +225,8 @@ class Coordinator:
         for target, txns in opening.items():
             moved = txn_store.transition_many(conn, [t.txn_id for t in txns], TxnState.OPEN, target)
             if len(moved) != len(txns):
-                raise AlreadyResolved(f"transaction {next(t.txn_id for t in txns if t.txn_id not in moved)} was ended concurrently")
+                lost = next(t.txn_id for t in txns if t.txn_id not in moved)
+                raise AlreadyResolved(f"transaction {lost} was ended concurrently")
             prepared.extend(replace(t, state=target) for t in txns)
         touched = self._complete_now(conn, prepared)
         final = txn_store.get_many(conn, [r.txn_id for r in requests])
@@ -274,16 +275,20 @@ class Coordinator:
     def _complete_now(self, conn: Connection, prepared: list[TransactionRow]) -> dict[str, set[PartitionKey]]:
         """Phase two in the same database transaction as phase one, when it can be done at once.
 
-        Phase two runs in a savepoint: if it fails, phase one (the PREPARE_* states) is
-        still committed, and recovery completes the transactions later.
+        Phase two runs in a savepoint: if it fails, phase one (the PREPARE_* state) is
+        still committed, and recovery completes the transaction later. For several
+        transactions (a merged batch of ends) a failure fails the batch instead, so each
+        is ended alone and only the one that cannot complete stays prepared.
         """
         if not prepared:
             return {}
         try:
             with conn.begin_nested():
                 return self._complete(conn, prepared)
-        except Exception:  # noqa: BLE001 - left prepared on purpose; complete_prepared retries them
-            log.exception("could not complete transactions %s now; they stay prepared", [t.txn_id for t in prepared])
+        except Exception as error:  # noqa: BLE001 - left prepared on purpose; complete_prepared retries it
+            if len(prepared) > 1:
+                raise NotMergeable("phase two failed for a batch of transactions") from error
+            log.exception("could not complete transaction %s now; it stays %s", prepared[0].txn_id, prepared[0].state.value)
             return {}
 
     async def _locks_of(self, txn_id: str) -> list[PartitionKey]:
@@ -312,7 +317,8 @@ class Coordinator:
         markers: list[tuple[TransactionRow, TxnPartition, AppendRequest]] = []
         for txn in finishing:
             commit = txn.state is TxnState.PREPARE_COMMIT
-            stamp = ProducerStamp(txn.producer_id, txn.producer_epoch, None, txn.txn_id, CONTROL_COMMIT if commit else CONTROL_ABORT)
+            control = CONTROL_COMMIT if commit else CONTROL_ABORT
+            stamp = ProducerStamp(txn.producer_id, txn.producer_epoch, None, txn.txn_id, control)
             for part in parts.get(txn.txn_id, []):
                 if part.marker_offset is None:
                     topic = self.store.topic_by_id_sync(conn, part.topic_id)

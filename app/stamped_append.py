@@ -78,7 +78,9 @@ def append_stamped_many(conn: Connection, appends: list[StampedAppend]) -> list[
         for append, retried in zip(appends, _retried_batches(conn, appends), strict=True)
     ]
     fresh = [index for index, result in enumerate(results) if result is None]
-    requests = [AppendRequest(appends[i].topic, {appends[i].partition: list(appends[i].records)}, appends[i].stamp) for i in fresh]
+    requests = [
+        AppendRequest(appends[i].topic, {appends[i].partition: list(appends[i].records)}, appends[i].stamp) for i in fresh
+    ]
     joined: list[tuple[str, int, int, int]] = []
     for index, bases in zip(fresh, log_store.append_many(conn, requests), strict=True):
         append = appends[index]
