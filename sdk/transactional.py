@@ -13,8 +13,9 @@ or ``with producer.transaction(): ...`` (commit on success, abort on exception).
 
 The broker-side transaction is created lazily, as Kafka's client does: the first
 ``send`` begins it in the same request (KIP-890), and ``send_offsets_to_transaction``
-before any send begins it explicitly. An empty transaction costs no request. Writes carry sequence numbers, so retried requests never
-duplicate; all state rules live in :mod:`sdk._txn_state`.
+before any send begins it explicitly. An empty transaction costs no request. Writes
+carry sequence numbers, so retried requests never duplicate; all state rules live in
+:mod:`sdk._txn_state`.
 """
 
 from __future__ import annotations
