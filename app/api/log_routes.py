@@ -120,7 +120,7 @@ async def produce_to_partition(
         "offsets": [{"partition": result.partition, "offset": o} for o in result.offsets],
         "duplicate": result.duplicate,
     }
-    if result.txn_id is not None:
+    if body.transactional:  # the client learns which transaction its write began or joined
         answer["txn_id"] = result.txn_id
     return JsonResponse(answer)
 

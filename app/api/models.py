@@ -112,7 +112,7 @@ class OffsetAssignment(BaseModel):
 class ProduceResponse(BaseModel):
     offsets: list[OffsetAssignment]
     duplicate: bool = False
-    txn_id: str | None = Field(None, description="The transaction the batch was written into, if any")
+    txn_id: str | None = Field(None, description="With transactional: the transaction the batch began or joined")
 
 
 class ProducerInit(Strict):
