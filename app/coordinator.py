@@ -30,7 +30,15 @@ from app.log_service import LogService, check_offset_committable, check_partitio
 from app.metrics import TRANSACTIONS
 from app.notifier import PartitionKey
 from app.settings import Settings
-from app.stamped_append import STAMPED_APPEND, StampedAppend, lock_open, new_transaction, refuse_fenced, transaction
+from app.stamped_append import (
+    STAMPED_APPEND,
+    StampedAppend,
+    lock_open,
+    lock_producers,
+    new_transaction,
+    refuse_fenced,
+    transaction,
+)
 from app.storage import group_store, log_store, producer_store, txn_store
 from app.storage.log_store import AppendRequest
 from app.storage.schema import CONTROL_ABORT, CONTROL_COMMIT
@@ -62,8 +70,7 @@ class _EndRequest:
 
 @dataclass(frozen=True, slots=True)
 class _Ended:
-    txn: TransactionRow
-    state: TxnState
+    txn: TransactionRow  # as it is after the end
     touched: set[PartitionKey]
 
 
@@ -128,27 +135,27 @@ class Coordinator:
         return await self.store.write_merged(self._begin_kind, request)
 
     def _begin_many(self, conn: Connection, requests: list[_BeginRequest]) -> list[TransactionRow]:
-        """The begins of one group commit: a producer's checks each, one insert for all.
+        """The begins of one group commit: the producers' checks together, one insert for all.
 
         Two begins of one producer in a batch fail it: the second must see the first.
         """
         producers = [r.producer_id for r in requests if r.producer_id is not None]
         if len(set(producers)) != len(producers):
             raise NotMergeable("two begins of one producer")
+        bound = [
+            (r.producer_id, r.producer_epoch) for r in requests if r.producer_id is not None and r.producer_epoch is not None
+        ]
+        timeouts, unfinished = lock_producers(conn, bound) if bound else ({}, {})
         rows = []
         for request in requests:
             timeout = request.timeout_ms
-            if request.producer_id is not None and request.producer_epoch is not None:
-                # Lock the producer row first: a concurrent InitProducerId (epoch bump) or begin
-                # then waits for this one, so the checks below see a settled epoch.
-                producer_timeout = producer_store.touch(conn, request.producer_id)
-                producer_store.check_epoch(conn, request.producer_id, request.producer_epoch)
-                open_txns = txn_store.unfinished_of_producer(conn, request.producer_id)
+            if request.producer_id is not None:
+                open_txns = unfinished.get(request.producer_id)
                 if open_txns:
                     raise ConcurrentTransactions(
                         f"producer {request.producer_id} already has transaction {open_txns[0].txn_id} in progress"
                     )
-                timeout = timeout or producer_timeout
+                timeout = timeout or timeouts.get(request.producer_id)
             rows.append(new_transaction(request.producer_id, request.producer_epoch, self.checked_timeout(timeout)))
         txn_store.insert_transactions(conn, rows)
         return rows
@@ -188,11 +195,11 @@ class Coordinator:
         locks = await self._locks_of(txn_id) if self.store.orders_locks else []
         ended = await self.store.write_merged(self._end_kind, _EndRequest(txn_id, commit), locks=locks)
         self.notifier.notify(ended.touched)  # read_committed readers held at the LSO may go on
-        if commit and ended.state is TxnState.TIMED_OUT:
+        if commit and ended.txn.state is TxnState.TIMED_OUT:
             if ended.txn.producer_id is not None:
                 raise ProducerFenced(f"transaction {txn_id} passed its timeout; its producer epoch is fenced")
             raise AlreadyResolved(f"transaction {txn_id} passed its timeout and was aborted")
-        return ended.state
+        return ended.txn.state
 
     def _end_many(self, conn: Connection, requests: list[_EndRequest]) -> list[_Ended]:
         """The commits and aborts of one group commit, together.
@@ -230,7 +237,7 @@ class Coordinator:
             prepared.extend(replace(t, state=target) for t in txns)
         touched = self._complete_now(conn, prepared)
         final = txn_store.get_many(conn, [r.txn_id for r in requests])
-        return [_Ended(final[r.txn_id], final[r.txn_id].state, touched.get(r.txn_id, set())) for r in requests]
+        return [_Ended(final[r.txn_id], touched.get(r.txn_id, set())) for r in requests]
 
     async def describe(self, txn_id: str) -> TransactionView:
         def query(conn: Connection) -> TransactionView:

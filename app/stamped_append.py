@@ -97,11 +97,26 @@ def append_stamped_many(conn: Connection, appends: list[StampedAppend]) -> list[
 STAMPED_APPEND: MergeKind[StampedAppend, AppendResult] = MergeKind("stamped-append", append_stamped_many)
 
 
+def lock_producers(
+    conn: Connection, stamps: Sequence[tuple[int, int]]
+) -> tuple[dict[int, int | None], dict[int, list[TransactionRow]]]:
+    """Before a begin: lock the producers' rows, refuse fenced ``(producer id, epoch)``.
+
+    Returns the producers' transaction timeouts and their unfinished transactions.
+    The rows are locked before the epochs are read, so a concurrent InitProducerId
+    (epoch bump) or begin waits for this one and the checks see a settled epoch.
+    """
+    producer_ids = sorted({producer_id for producer_id, _ in stamps})
+    timeouts = producer_store.touch_many(conn, producer_ids)
+    producer_store.check_epochs(conn, stamps)
+    return timeouts, txn_store.unfinished_of_producers(conn, producer_ids)
+
+
 def _into_producer_transactions(conn: Connection, appends: list[StampedAppend]) -> list[StampedAppend]:
     """Give each transactional batch without a transaction id its producer's open transaction.
 
-    The producers' rows are locked first, as an explicit begin does, so a concurrent
-    InitProducerId or begin waits. A transaction still ending (PREPARE_*) cannot take
+    The producers are locked and checked as for an explicit begin (:func:`lock_producers`).
+    A transaction still ending (PREPARE_*) cannot take
     writes: 409 CONCURRENT_TRANSACTIONS, which the producer retries, as in Kafka.
     """
     epochs: dict[int, int] = {}  # producer id -> epoch, for the producers of batches that begin or join
@@ -118,9 +133,7 @@ def _into_producer_transactions(conn: Connection, appends: list[StampedAppend]) 
         fallback_timeouts.setdefault(producer_id, append.begin_timeout_ms)
     if not epochs:
         return appends
-    timeouts = producer_store.touch_many(conn, list(epochs))
-    producer_store.check_epochs(conn, stamped)
-    unfinished = txn_store.unfinished_of_producers(conn, list(epochs))
+    timeouts, unfinished = lock_producers(conn, stamped)
     chosen: dict[int, str] = {}
     begun: list[TransactionRow] = []
     for producer_id, epoch in epochs.items():

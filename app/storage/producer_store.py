@@ -87,13 +87,8 @@ def current_epochs(conn: Connection, producer_ids: Sequence[int]) -> dict[int, i
     return {int(producer_id): int(epoch) for producer_id, epoch in rows}
 
 
-def touch(conn: Connection, producer_id: int) -> int | None:
-    """Mark the producer used now (locking its row); returns its transaction timeout."""
-    return touch_many(conn, [producer_id]).get(producer_id)
-
-
 def touch_many(conn: Connection, producer_ids: Sequence[int]) -> dict[int, int | None]:
-    """:func:`touch` for several producers: their transaction timeouts, by id (unknown ones left out)."""
+    """Mark the producers used now, locking their rows; their transaction timeouts, by id (unknown ones left out)."""
     rows = conn.execute(
         update(producers)
         .where(producers.c.producer_id.in_(sorted(producer_ids)))
@@ -103,13 +98,8 @@ def touch_many(conn: Connection, producer_ids: Sequence[int]) -> dict[int, int |
     return {int(producer_id): None if timeout is None else int(timeout) for producer_id, timeout in rows}
 
 
-def check_epoch(conn: Connection, producer_id: int, epoch: int) -> None:
-    """Refuse a request from an unknown producer or a fenced (older) epoch."""
-    check_epochs(conn, [(producer_id, epoch)])
-
-
 def check_epochs(conn: Connection, stamps: Sequence[tuple[int, int]]) -> None:
-    """:func:`check_epoch` for several ``(producer id, epoch)`` at once: one query."""
+    """Refuse requests from unknown producers or fenced (older) epochs: ``(producer id, epoch)`` each, one query."""
     current = current_epochs(conn, [producer_id for producer_id, _ in stamps])
     for producer_id, epoch in stamps:
         found = current.get(producer_id)
