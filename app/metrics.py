@@ -59,6 +59,12 @@ MERGE_FALLBACKS = Counter(
     registry=CORE_REGISTRY,
 )
 
+CAREFUL_RERUNS = Counter(
+    "halfmq_group_commit_careful_reruns_total",
+    "Group commits rolled back because a unit failed, and run again with a savepoint per unit",
+    registry=CORE_REGISTRY,
+)
+
 
 def count_core_process() -> None:
     """In a core of its own, also report that process's CPU and memory (``halfmq_core_process_*``)."""

@@ -3,17 +3,20 @@
 RocketMQ's GroupCommitService idea on SQL. Every write in the broker is a *unit*:
 a function that takes a connection inside an open transaction and returns a
 result. Requests hand units to :meth:`GroupCommitWriter.submit`. The writer thread
-takes every unit that is waiting (up to ``max_batch``), runs each one inside its own
-savepoint so that one failing unit does not undo its neighbours, and commits once.
-A unit's caller is answered only after that commit, so an acknowledged write is a
-durable one.
+takes every unit that is waiting (up to ``max_batch``), runs them all in one
+transaction and commits once. A unit's caller is answered only after that commit,
+so an acknowledged write is a durable one.
 
-Two things keep batches cheap and safe:
+Three things keep batches cheap and safe:
 
 - **Merging.** Units of one :class:`MergeKind` (plain appends) are run together by
   one call of the kind's ``run_many``: one offset allocation per partition and one
-  multi-row insert for the whole batch, with no savepoint per unit. If that call
-  fails, its units are run one by one so only the bad one fails.
+  multi-row insert for the whole batch.
+- **Optimism.** A batch first runs with no savepoint at all: on PostgreSQL each
+  savepoint is two more round trips. If any unit (or merged run) fails, the whole
+  transaction is rolled back and the batch runs again carefully: each merged run and
+  each other unit in a savepoint of its own, and a merged run that fails there is run
+  one unit at a time, so only the bad unit fails and its neighbours still commit.
 - **Lock order.** A unit may declare the rows it will lock (the partitions it appends
   to). On PostgreSQL the batch takes all declared locks up front, in sorted order,
   through the ``prelock`` hook; two batches, in this process or in another broker
@@ -42,7 +45,7 @@ from sqlalchemy.engine import Engine
 from sqlalchemy.exc import DataError, DBAPIError, OperationalError
 
 from app.errors import BrokerError, StorageUnavailable, ValidationFailed
-from app.metrics import GROUP_COMMIT_UNITS, GROUP_COMMITS, MERGE_FALLBACKS
+from app.metrics import CAREFUL_RERUNS, GROUP_COMMIT_UNITS, GROUP_COMMITS, MERGE_FALLBACKS
 
 T = TypeVar("T")
 P = TypeVar("P")
@@ -55,6 +58,10 @@ log = logging.getLogger(__name__)
 # PostgreSQL SQLSTATEs worth retrying a unit for: serialization failure, deadlock.
 _RETRYABLE_SQLSTATES = frozenset({"40001", "40P01"})
 _MAX_RETRIES = 5
+
+
+class _RunCarefully(Exception):
+    """A unit of an optimistic batch failed: roll the batch back and run it with savepoints."""
 
 
 class NotMergeable(Exception):
@@ -165,7 +172,7 @@ class GroupCommitWriter:
                 batch.append(item)
             self._commit_batch(batch)
 
-    def _commit_batch(self, batch: list[_Pending]) -> None:
+    def _commit_batch(self, batch: list[_Pending], *, careful: bool = False) -> None:
         retry: list[_Pending] = []
         try:
             with self._engine.connect() as connection, connection.begin():
@@ -176,8 +183,16 @@ class GroupCommitWriter:
                 if len(batch) == 1:
                     # Alone in the transaction: no savepoint needed, a failure rolls it all back.
                     batch[0].outcome = (batch[0].run(connection), None)
-                else:
+                elif careful:
                     self._run_batch(connection, batch, retry)
+                else:
+                    self._run_optimistically(connection, batch)
+        except _RunCarefully:
+            CAREFUL_RERUNS.inc()
+            for pending in batch:
+                pending.outcome = None
+            self._commit_batch(batch, careful=True)
+            return
         except BaseException as error:  # noqa: BLE001 - every caller must hear back
             if len(batch) == 1 and self._retryable(batch[0], error):
                 retry.append(batch[0])
@@ -201,15 +216,23 @@ class GroupCommitWriter:
                     pending.done(*pending.outcome)
         self._retry_alone(retry)
 
+    def _run_optimistically(self, connection: Connection, batch: list[_Pending]) -> None:
+        try:
+            for group in _by_kind(batch):
+                kind = group[0].kind
+                if kind is None:
+                    group[0].outcome = (group[0].run(connection), None)
+                    continue
+                results = kind.run_many(connection, [p.payload for p in group])
+                for pending, result in zip(group, results, strict=True):
+                    pending.outcome = (result, None)
+        except Exception as error:
+            log.debug("optimistic run of %d units failed (%r); running them with savepoints", len(batch), error)
+            raise _RunCarefully from error
+
     def _run_batch(self, connection: Connection, batch: list[_Pending], retry: list[_Pending]) -> None:
-        merged: dict[str, list[_Pending]] = defaultdict(list)
-        for pending in batch:
-            if pending.kind is not None:
-                merged[pending.kind.name].append(pending)
-            else:
-                self._run_in_savepoint(connection, pending, retry)
-        for group in merged.values():
-            if len(group) == 1 or not self._run_merged(connection, group):
+        for group in _by_kind(batch):
+            if group[0].kind is None or len(group) == 1 or not self._run_merged(connection, group):
                 for pending in group:
                     self._run_in_savepoint(connection, pending, retry)
 
@@ -255,6 +278,18 @@ class GroupCommitWriter:
             return False
         sqlstate = getattr(error.orig, "sqlstate", None)
         return sqlstate in _RETRYABLE_SQLSTATES
+
+
+def _by_kind(batch: list[_Pending]) -> list[list[_Pending]]:
+    """Units that are not merged, one per group, then the merged ones grouped by kind."""
+    merged: dict[str, list[_Pending]] = defaultdict(list)
+    alone: list[list[_Pending]] = []
+    for pending in batch:
+        if pending.kind is None:
+            alone.append([pending])
+        else:
+            merged[pending.kind.name].append(pending)
+    return alone + list(merged.values())
 
 
 def _storage_failure(error: BaseException) -> BaseException:

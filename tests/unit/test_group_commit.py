@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import asyncio
+import threading
 from pathlib import Path
 
 import pytest
@@ -44,6 +45,59 @@ def test_concurrent_units_share_commits_and_a_failing_unit_undoes_only_itself(tm
     assert stored == [i for i in range(200) if i % 10 != 3]
     assert writer.batches_committed < 200  # units were grouped
     assert writer.units_committed == 180
+
+
+def test_batches_without_failures_take_no_savepoints_and_a_failure_reruns_its_batch(tmp_path: Path) -> None:
+    from sqlalchemy import event
+
+    from app.metrics import CAREFUL_RERUNS
+
+    database = open_database(f"sqlite:///{tmp_path / 'w.db'}")
+    with database.writer.begin() as conn:
+        conn.execute(text("CREATE TABLE t (v INTEGER)"))
+    savepoints: list[str] = []
+    event.listen(database.writer, "savepoint", lambda conn, name: savepoints.append(name))
+    writer = GroupCommitWriter(database.writer)
+    writer.start()
+
+    def insert(value: int, *, fail: bool = False) -> object:
+        def unit(conn: Connection) -> int:
+            conn.execute(text("INSERT INTO t VALUES (:v)"), {"v": value})
+            if fail:
+                raise InvalidRequest(f"no {value}")
+            return value
+
+        return unit
+
+    async def run(values: range, failing: int | None = None) -> list[object]:
+        """All of ``values`` in one group commit: the writer is held until they are queued."""
+        holding, release = threading.Event(), threading.Event()
+        held = asyncio.ensure_future(writer.submit(lambda conn: holding.set() or release.wait(10)))
+        while not holding.is_set():
+            await asyncio.sleep(0.001)
+        writes = asyncio.gather(*(writer.submit(insert(v, fail=v == failing)) for v in values), return_exceptions=True)
+        while writer.queued < len(values):
+            await asyncio.sleep(0.001)
+        release.set()
+        await held
+        return await writes
+
+    reruns_before = CAREFUL_RERUNS._value.get()
+    try:
+        assert asyncio.run(run(range(100))) == list(range(100))
+        batches_before = writer.batches_committed
+        assert savepoints == []
+        results = asyncio.run(run(range(100, 200), failing=150))
+    finally:
+        writer.close()
+    assert isinstance(results[50], InvalidRequest) and results[:50] + results[51:] == [v for v in range(100, 200) if v != 150]
+    assert CAREFUL_RERUNS._value.get() - reruns_before == 1
+    assert savepoints  # the rerun gave each unit of the failed batch a savepoint
+    assert writer.batches_committed == batches_before + 2  # the holding unit's and the rerun batch
+    with database.reader.connect() as conn:
+        stored = sorted(v for (v,) in conn.execute(text("SELECT v FROM t")))
+    database.dispose()
+    assert stored == [v for v in range(200) if v != 150]  # the first, rolled-back run left nothing behind
 
 
 def test_run_sync_propagates_errors(tmp_path: Path) -> None:
