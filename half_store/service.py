@@ -13,6 +13,7 @@ answered from the first one: the same body for the same outcome, 409 otherwise.
 from __future__ import annotations
 
 import secrets
+from collections import OrderedDict
 from dataclasses import dataclass, replace
 
 import orjson
@@ -65,6 +66,9 @@ class _PrepareRequest:
 
 
 _OFFSET_NOT_YET = -1
+# Prepared half messages whose destination this process remembers, so that resolving them
+# needs no read to learn which partitions to lock (about 200 bytes each).
+_PLACEMENTS_KEPT = 16_384
 _OP_HEADERS = orjson.dumps({"TAGS": OP_REMOVE_TAG}).decode()
 
 
@@ -99,6 +103,8 @@ class HalfMessageService:
         self._resolve_kind: MergeKind[_ResolveRequest, tuple[HalfMessage, bool]] = MergeKind(
             "half-resolve", self._resolve_many
         )
+        # message id -> (topic, partition) of the half messages prepared here, oldest first.
+        self._placements: OrderedDict[str, tuple[str, int]] = OrderedDict()
 
     # -- producer side ----------------------------------------------------------------------
 
@@ -149,7 +155,14 @@ class HalfMessageService:
             prepared = await self.store.write_merged(self._prepare_kind, request, locks=locks)
         if prepared.created:
             HALF_MESSAGES.labels("prepared").inc()
+            if self.store.orders_locks:
+                self._remember_placement(prepared.half)
         return prepared
+
+    def _remember_placement(self, half: HalfMessage) -> None:
+        self._placements[half.message_id] = (half.topic, half.partition)
+        if len(self._placements) > _PLACEMENTS_KEPT:
+            self._placements.popitem(last=False)  # the oldest; its resolution reads the index instead
 
     def _prepare_many(self, conn: Connection, requests: list[_PrepareRequest]) -> list[Prepared]:
         """Prepares of one group commit together: one append to the half topic, one index insert.
@@ -312,13 +325,21 @@ class HalfMessageService:
         return bodies
 
     async def _resolution_locks(self, message_id: str, target: HalfState) -> list[tuple[int, int]]:
-        """The partitions a resolution appends to, read beforehand so the write can lock them in order."""
-        known = await self.get(message_id)
-        if known.resolution is not None:
-            return []  # the write only reads it again to answer
+        """The partitions a resolution appends to, known beforehand so the write can lock them in order.
+
+        Remembered from the prepare if it was made here; read from the index otherwise (another
+        broker process prepared it, this one restarted, or it was prepared long ago).
+        """
+        placement = self._placements.pop(message_id, None)
+        if placement is None:
+            known = await self.get(message_id)
+            if known.resolution is not None:
+                return []  # the write only reads it again to answer
+            placement = (known.topic, known.partition)
         locks = [((await self.store.topic(OP_HALF_TOPIC)).topic_id, 0)]
         if target is HalfState.COMMITTED:
-            locks.append(((await self.store.topic(known.topic)).topic_id, known.partition))
+            topic, partition = placement
+            locks.append(((await self.store.topic(topic)).topic_id, partition))
         elif target is HalfState.DISCARDED:
             locks.append(((await self.store.topic(CHECK_MAX_TOPIC)).topic_id, 0))
         return locks

@@ -56,3 +56,37 @@ def test_a_value_the_database_refuses_fails_as_a_database_error_and_writes_nothi
             assert log_store.append(conn, topic, 0, [Record("k", b"1", VALUE_JSON, None, 0)]) == 0
     finally:
         database.dispose()
+
+
+def test_appends_over_several_partitions_and_topics_get_consecutive_offsets_per_partition(database: Database) -> None:
+    record = Record(None, b"1", VALUE_JSON, None, 0)
+    with database.writer.begin() as conn:
+        orders, audit = log_store.create_topic(conn, "orders", 3), log_store.create_topic(conn, "audit", 1)
+        first = log_store.append_many(
+            conn,
+            [
+                log_store.AppendRequest(orders, {0: [record] * 2, 2: [record]}),
+                log_store.AppendRequest(audit, {0: [record] * 3}),
+                log_store.AppendRequest(orders, {2: [record] * 4}),
+            ],
+        )
+        second = log_store.append_many(
+            conn, [log_store.AppendRequest(orders, {2: [record]}), log_store.AppendRequest(audit, {0: [record]})]
+        )
+    assert first == [{0: 0, 2: 0}, {0: 0}, {2: 1}]
+    assert second == [{2: 5}, {0: 3}]
+    with database.reader.connect() as conn:
+        assert [log_store.partition_bounds(conn, orders, p)[1] for p in range(3)] == [2, 0, 6]
+        assert log_store.partition_bounds(conn, audit, 0)[1] == 4
+
+
+def test_an_append_to_a_partition_that_does_not_exist_fails_whole(database: Database) -> None:
+    from app.errors import PartitionNotFound
+
+    record = Record(None, b"1", VALUE_JSON, None, 0)
+    with database.writer.begin() as conn:
+        topic = log_store.create_topic(conn, "t", 2)
+    with pytest.raises(PartitionNotFound, match="no partition 5"), database.writer.begin() as conn:
+        log_store.append_many(conn, [log_store.AppendRequest(topic, {0: [record], 5: [record]})])
+    with database.reader.connect() as conn:
+        assert log_store.partition_bounds(conn, topic, 0) == (0, 0)
