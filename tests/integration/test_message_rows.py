@@ -90,3 +90,23 @@ def test_an_append_to_a_partition_that_does_not_exist_fails_whole(database: Data
         log_store.append_many(conn, [log_store.AppendRequest(topic, {0: [record], 5: [record]})])
     with database.reader.connect() as conn:
         assert log_store.partition_bounds(conn, topic, 0) == (0, 0)
+
+
+def test_update_rows_sets_the_columns_of_each_keyed_row_and_leaves_the_others(database: Database) -> None:
+    from sqlalchemy import select
+
+    from app.storage.schema import partitions
+    from app.storage.upsert import update_rows
+
+    with database.writer.begin() as conn:
+        topic = log_store.create_topic(conn, "t", 4)
+        update_rows(conn, partitions, ("topic_id", "partition"), ("next_offset", "log_start_offset"),
+                    [(topic.topic_id, 1, 10, 2), (topic.topic_id, 3, 30, 0)])
+        update_rows(conn, partitions, ("topic_id", "partition"), ("next_offset", "log_start_offset"), [])
+    with database.reader.connect() as conn:
+        rows = conn.execute(
+            select(partitions.c.partition, partitions.c.next_offset, partitions.c.log_start_offset)
+            .where(partitions.c.topic_id == topic.topic_id)
+            .order_by(partitions.c.partition)
+        ).all()
+    assert [tuple(row) for row in rows] == [(0, 0, 0), (1, 10, 2), (2, 0, 0), (3, 30, 0)]
