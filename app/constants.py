@@ -17,6 +17,8 @@ _RESERVED_PREFIXES = ("RMQ_SYS_", "__", CHECK_MAX_TOPIC)
 OP_REMOVE_TAG = "d"
 
 ISOLATION_READ_COMMITTED = "read_committed"
+# Sequence numbers, epochs and partitions are 32-bit, as in Kafka (INTEGER columns).
+MAX_INT32 = 2**31 - 1
 
 
 def is_system_topic(name: str) -> bool:

@@ -26,9 +26,9 @@ from app.api.models import (
     TopicSummary,
 )
 from app.handle import BrokerHandle
-from app.constants import TOPIC_NAME_PATTERN
+from app.constants import MAX_INT32, TOPIC_NAME_PATTERN
 from app.domain import OffsetCommit, ProducerStamp
-from app.errors import InvalidRequest
+from app.errors import InvalidRequest, ValidationFailed
 from app.log_service import RoutedRecord
 from app.metrics import MESSAGES_IN, MESSAGES_OUT
 
@@ -101,6 +101,8 @@ async def produce_to_partition(
         raise InvalidRequest(f"a message names another partition than {partition}")
     if body.base_sequence is not None and body.producer_id is None:
         raise InvalidRequest("base_sequence needs producer_id and producer_epoch")
+    if body.base_sequence is not None and body.base_sequence + len(body.messages) - 1 > MAX_INT32:
+        raise ValidationFailed(f"the batch's sequence numbers run past {MAX_INT32}; start the producer again")
     if body.transactional and (body.producer_id is None or body.producer_epoch is None):
         raise InvalidRequest("transactional needs producer_id and producer_epoch")
     if body.transactional and body.txn_id is not None:

@@ -103,6 +103,11 @@ def test_metrics_health_and_openapi(client: TestClient) -> None:
         ("post", "/v1/producers", {"transaction_timeout_ms": 2**40}),
         ("post", "/v1/topics/t/partitions/0/messages", {"messages": [{"value": 1}], "producer_id": 2**70, "producer_epoch": 0}),
         ("post", "/v1/topics/t/messages", {"messages": [{"key": "a\u0000b", "value": 1}]}),
+        (  # sequence numbers past 2**31 - 1
+            "post",
+            "/v1/topics/t/partitions/0/messages",
+            {"messages": [{"value": 1}, {"value": 2}], "producer_id": 0, "producer_epoch": 0, "base_sequence": 2**31 - 1},
+        ),
         ("post", "/v1/groups/g%00x/offsets", {"offsets": [{"topic": "t", "partition": 0, "offset": 0}]}),
         ("get", "/v1/groups/g%00x/offsets", None),
         ("post", "/v1/producers", {"transactional_id": "a\u0000"}),

@@ -110,3 +110,16 @@ def test_update_rows_sets_the_columns_of_each_keyed_row_and_leaves_the_others(da
             .order_by(partitions.c.partition)
         ).all()
     assert [tuple(row) for row in rows] == [(0, 0, 0), (1, 10, 2), (2, 0, 0), (3, 30, 0)]
+
+
+def test_a_batch_whose_sequence_numbers_pass_the_32_bit_range_is_refused_not_wrapped(database: Database) -> None:
+    from app.errors import ValidationFailed
+
+    record = Record("k", b"1", VALUE_JSON, None, 0)
+    with database.writer.begin() as conn:
+        topic = log_store.create_topic(conn, "t", 1)
+        assert log_store.append(conn, topic, 0, [record], ProducerStamp(7, 0, 2**31 - 1)) == 0  # the last one fits
+    with pytest.raises(ValidationFailed, match="run past 2147483647"), database.writer.begin() as conn:
+        log_store.append(conn, topic, 0, [record] * 2, ProducerStamp(8, 0, 2**31 - 1))
+    with database.reader.connect() as conn:
+        assert [m.offset for m in log_store.read_range(conn, topic, 0, 0, 10, 10)] == [0]
