@@ -13,7 +13,7 @@ from __future__ import annotations
 from collections.abc import Sequence
 from dataclasses import dataclass
 
-from sqlalchemy import Connection, bindparam, insert, select, tuple_, update
+from sqlalchemy import Connection, insert, select, tuple_, update
 from sqlalchemy.exc import IntegrityError
 
 from app.domain import AppendResult, Topic, now_ms
@@ -139,6 +139,8 @@ _SEQUENCE_STATES = select(
     producer_sequences.c.epoch,
     producer_sequences.c.last_sequence,
 )
+
+
 def claim_sequences(conn: Connection, claims: Sequence[SequenceClaim]) -> list[AppendResult | None]:
     """Advance each producer's sequence for its batch, in order, or recognise the batch as a retry.
 
