@@ -6,12 +6,15 @@ import json
 from collections.abc import Iterator
 
 import pytest
+from sqlalchemy import select
 from sqlalchemy.exc import DataError
 
 from app.domain import ProducerStamp, Record
+from app.errors import PartitionNotFound, ValidationFailed
 from app.storage import log_store
 from app.storage.database import Database, open_database
-from app.storage.schema import VALUE_BINARY, VALUE_JSON
+from app.storage.schema import VALUE_BINARY, VALUE_JSON, partitions
+from app.storage.upsert import update_rows
 
 AWKWARD_TEXT = 'tab\there, back\\slash, new\nline, quote ", comma, \\N, é, 🙂'
 
@@ -81,8 +84,6 @@ def test_appends_over_several_partitions_and_topics_get_consecutive_offsets_per_
 
 
 def test_an_append_to_a_partition_that_does_not_exist_fails_whole(database: Database) -> None:
-    from app.errors import PartitionNotFound
-
     record = Record(None, b"1", VALUE_JSON, None, 0)
     with database.writer.begin() as conn:
         topic = log_store.create_topic(conn, "t", 2)
@@ -93,16 +94,11 @@ def test_an_append_to_a_partition_that_does_not_exist_fails_whole(database: Data
 
 
 def test_update_rows_sets_the_columns_of_each_keyed_row_and_leaves_the_others(database: Database) -> None:
-    from sqlalchemy import select
-
-    from app.storage.schema import partitions
-    from app.storage.upsert import update_rows
-
     with database.writer.begin() as conn:
         topic = log_store.create_topic(conn, "t", 4)
-        update_rows(conn, partitions, ("topic_id", "partition"), ("next_offset", "log_start_offset"),
-                    [(topic.topic_id, 1, 10, 2), (topic.topic_id, 3, 30, 0)])
-        update_rows(conn, partitions, ("topic_id", "partition"), ("next_offset", "log_start_offset"), [])
+        columns = ("next_offset", "log_start_offset")
+        update_rows(conn, partitions, ("topic_id", "partition"), columns, [(topic.topic_id, 1, 10, 2), (topic.topic_id, 3, 30, 0)])
+        update_rows(conn, partitions, ("topic_id", "partition"), columns, [])
     with database.reader.connect() as conn:
         rows = conn.execute(
             select(partitions.c.partition, partitions.c.next_offset, partitions.c.log_start_offset)
@@ -113,8 +109,6 @@ def test_update_rows_sets_the_columns_of_each_keyed_row_and_leaves_the_others(da
 
 
 def test_a_batch_whose_sequence_numbers_pass_the_32_bit_range_is_refused_not_wrapped(database: Database) -> None:
-    from app.errors import ValidationFailed
-
     record = Record("k", b"1", VALUE_JSON, None, 0)
     with database.writer.begin() as conn:
         topic = log_store.create_topic(conn, "t", 1)
