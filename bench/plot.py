@@ -48,7 +48,8 @@ def svg(results: dict[str, Any]) -> str:
     width = _LABEL_WIDTH + _SCALE_WIDTH + 170  # the figures in a column right of the scale
     commit = str(results.get("broker_source", {}).get("commit", ""))[:7]
     parts = [
-        f'<svg xmlns="http://www.w3.org/2000/svg" width="{width}" height="{height}" font-family="sans-serif" font-size="11">',
+        f'<svg xmlns="http://www.w3.org/2000/svg" width="{width}" height="{height}" '
+        'font-family="sans-serif" font-size="11">',
         f'<rect width="{width}" height="{height}" fill="white"/>',
         f'<text x="10" y="18" font-size="13" font-weight="bold">halfmq as a share of the storage-free app, same run'
         f"{escape(f' (commit {commit})') if commit else ''}</text>",
@@ -84,7 +85,9 @@ def _bars(row: dict[str, Any], y: float, colour: str) -> list[str]:
     share, raw = row.get("vs_ceiling"), row.get("vs_raw")
     bars = []
     if share is not None:
-        bars.append(f'<rect x="{_LABEL_WIDTH}" y="{y}" width="{_length(share)}" height="{_BAR_HEIGHT}" fill="{colour}"/>')
+        bars.append(
+            f'<rect x="{_LABEL_WIDTH}" y="{y}" width="{_length(share)}" height="{_BAR_HEIGHT}" fill="{colour}"/>'
+        )
         text = f"{share:.0%} ({row['rate']:,.0f} {row['unit']})"
         bars.append(f'<text x="{_LABEL_WIDTH + _SCALE_WIDTH + 8}" y="{y + 9}">{escape(text)}</text>')
     if raw is not None:

@@ -97,7 +97,8 @@ def test_update_rows_sets_the_columns_of_each_keyed_row_and_leaves_the_others(da
     with database.writer.begin() as conn:
         topic = log_store.create_topic(conn, "t", 4)
         columns = ("next_offset", "log_start_offset")
-        update_rows(conn, partitions, ("topic_id", "partition"), columns, [(topic.topic_id, 1, 10, 2), (topic.topic_id, 3, 30, 0)])
+        changed = [(topic.topic_id, 1, 10, 2), (topic.topic_id, 3, 30, 0)]
+        update_rows(conn, partitions, ("topic_id", "partition"), columns, changed)
         update_rows(conn, partitions, ("topic_id", "partition"), columns, [])
     with database.reader.connect() as conn:
         rows = conn.execute(
