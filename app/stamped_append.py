@@ -64,7 +64,7 @@ def append_stamped_many(conn: Connection, appends: list[StampedAppend]) -> list[
     Every check raises the error a lone request would get; the writer then runs the
     batch's requests one by one, so only the bad one fails.
     """
-    appends = _into_producer_transactions(conn, appends)
+    appends, checked = _into_producer_transactions(conn, appends)
     txn_ids = {a.stamp.txn_id for a in appends if a.stamp.txn_id is not None}
     open_txns = txn_store.lock_open(conn, list(txn_ids)) if txn_ids else {}
     for append in appends:
@@ -75,7 +75,7 @@ def append_stamped_many(conn: Connection, appends: list[StampedAppend]) -> list[
                 raise InvalidRequest(f"transaction {txn_id} does not belong to producer {producer_id}")
     results = [
         None if retried is None else replace(retried, txn_id=append.stamp.txn_id)
-        for append, retried in zip(appends, _retried_batches(conn, appends), strict=True)
+        for append, retried in zip(appends, _retried_batches(conn, appends, checked), strict=True)
     ]
     fresh = [index for index, result in enumerate(results) if result is None]
     requests = [
@@ -112,10 +112,13 @@ def lock_producers(
     return timeouts, txn_store.unfinished_of_producers(conn, producer_ids)
 
 
-def _into_producer_transactions(conn: Connection, appends: list[StampedAppend]) -> list[StampedAppend]:
+def _into_producer_transactions(
+    conn: Connection, appends: list[StampedAppend]
+) -> tuple[list[StampedAppend], set[tuple[int, int]]]:
     """Give each transactional batch without a transaction id its producer's open transaction.
 
-    The producers are locked and checked as for an explicit begin (:func:`lock_producers`).
+    The producers are locked and checked as for an explicit begin (:func:`lock_producers`);
+    the ``(producer id, epoch)`` pairs checked here are returned with the batches.
     A transaction still ending (PREPARE_*) cannot take
     writes: 409 CONCURRENT_TRANSACTIONS, which the producer retries, as in Kafka.
     """
@@ -132,7 +135,7 @@ def _into_producer_transactions(conn: Connection, appends: list[StampedAppend]) 
         stamped.append((producer_id, epoch))
         fallback_timeouts.setdefault(producer_id, append.begin_timeout_ms)
     if not epochs:
-        return appends
+        return appends, set()
     timeouts, unfinished = lock_producers(conn, stamped)
     chosen: dict[int, str] = {}
     begun: list[TransactionRow] = []
@@ -149,16 +152,23 @@ def _into_producer_transactions(conn: Connection, appends: list[StampedAppend]) 
         begun.append(new_transaction(producer_id, epoch, timeout))
         chosen[producer_id] = begun[-1].txn_id
     txn_store.insert_transactions(conn, begun)
-    return [
+    joined = [
         replace(a, stamp=replace(a.stamp, txn_id=chosen[a.stamp.producer_id]))
         if a.stamp.txn_id is None and a.stamp.producer_id in chosen and a.stamp.transactional
         else a
         for a in appends
     ]
+    return joined, set(stamped)
 
 
-def _retried_batches(conn: Connection, appends: list[StampedAppend]) -> list[AppendResult | None]:
-    """Kafka's idempotence checks for every batch: the original offsets of a retry, else None."""
+def _retried_batches(
+    conn: Connection, appends: list[StampedAppend], checked: set[tuple[int, int]]
+) -> list[AppendResult | None]:
+    """Kafka's idempotence checks for every batch: the original offsets of a retry, else None.
+
+    Epochs in ``checked`` were already checked in this database transaction, under the
+    producer's lock, and are not read again.
+    """
     epochs: list[tuple[int, int]] = []
     claims: dict[int, SequenceClaim] = {}
     for index, append in enumerate(appends):
@@ -167,14 +177,15 @@ def _retried_batches(conn: Connection, appends: list[StampedAppend]) -> list[App
             continue
         if epoch is None:
             raise InvalidRequest("producer_epoch is required with producer_id")
-        epochs.append((producer_id, epoch))
+        if (producer_id, epoch) not in checked:
+            epochs.append((producer_id, epoch))
         if base_sequence is not None:
             claims[index] = SequenceClaim(producer_id, epoch, append.topic, append.partition, base_sequence, len(append.records))
     retried: list[AppendResult | None] = [None] * len(appends)
     if epochs:
         producer_store.check_epochs(conn, epochs)
-        for index, original in zip(claims, producer_store.claim_sequences(conn, list(claims.values())), strict=True):
-            retried[index] = original
+    for index, original in zip(claims, producer_store.claim_sequences(conn, list(claims.values())), strict=True):
+        retried[index] = original
     return retried
 
 
