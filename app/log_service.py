@@ -6,7 +6,6 @@ import itertools
 import time
 from collections import defaultdict
 from collections.abc import Awaitable, Callable, Sequence
-from dataclasses import dataclass
 
 from sqlalchemy import Connection
 
@@ -16,11 +15,12 @@ from app.domain import (
     FetchResult,
     GroupOffset,
     OffsetCommit,
+    PackedList,
     PartitionState,
     ProducerStamp,
     Record,
+    StoredMessage,
     Topic,
-    pickled_as_arguments,
 )
 from app.errors import (
     OffsetOutOfRange,
@@ -35,15 +35,6 @@ from app.storage.log_store import AppendRequest
 from app.storage.store import Store
 
 ClientGone = Callable[[], Awaitable[bool]]
-
-
-@pickled_as_arguments
-@dataclass(frozen=True, slots=True)
-class RoutedRecord:
-    """A record and the partition it was asked for (None: let the broker pick)."""
-
-    record: Record
-    partition: int | None = None
 
 
 class LogService:
@@ -82,17 +73,22 @@ class LogService:
             return partition_for_key(key, topic.partitions)
         return next(self._round_robin[topic.name]) % topic.partitions
 
-    async def produce(self, topic_name: str, routed: Sequence[RoutedRecord]) -> list[tuple[int, int]]:
-        """Append to a topic, all or nothing; returns (partition, offset) in request order."""
+    async def produce(
+        self, topic_name: str, records: Sequence[Record], partitions: Sequence[int | None]
+    ) -> list[tuple[int, int]]:
+        """Append to a topic, all or nothing; returns (partition, offset) in request order.
+
+        ``partitions`` holds each record's requested partition, None to let the broker pick.
+        """
         topic = await self.writable_topic(topic_name)
-        partitions = [self.choose_partition(topic, r.partition, r.record.key) for r in routed]
+        chosen = [self.choose_partition(topic, p, r.key) for r, p in zip(records, partitions, strict=True)]
         by_partition: dict[int, list[int]] = defaultdict(list)
-        for index, partition in enumerate(partitions):
+        for index, partition in enumerate(chosen):
             by_partition[partition].append(index)
-        records = {p: [routed[i].record for i in indexes] for p, indexes in by_partition.items()}
-        bases = await self.store.append(AppendRequest(topic, records))
+        placed = {p: [records[i] for i in indexes] for p, indexes in by_partition.items()}
+        bases = await self.store.append(AppendRequest(topic, placed))
         self.notifier.notify((topic.topic_id, p) for p in by_partition)
-        offsets: list[tuple[int, int]] = [(0, 0)] * len(routed)
+        offsets: list[tuple[int, int]] = [(0, 0)] * len(records)
         for partition, indexes in by_partition.items():
             for position, index in enumerate(indexes):
                 offsets[index] = (partition, bases[partition] + position)
@@ -193,12 +189,12 @@ def read_partition(
     end = state.last_stable_offset if read_committed else state.high_watermark
     if offset >= end:
         return FetchResult([], offset, state)
-    found = log_store.read_range(conn, topic, partition, offset, end, max_messages)
+    found: list[StoredMessage] = PackedList(StoredMessage, log_store.read_range(conn, topic, partition, offset, end, max_messages))
     # Control markers are not returned but still occupy offsets: a short page means
     # everything up to `end` was scanned.
     next_offset = found[-1].offset + 1 if len(found) == max_messages else end
     if read_committed and any(m.txn_id is not None for m in found):
         aborted = log_store.aborted_transactions(conn, topic.topic_id, partition, offset, next_offset)
         if aborted:
-            found = [m for m in found if m.txn_id not in aborted]
+            found = PackedList(StoredMessage, (m for m in found if m.txn_id not in aborted))
     return FetchResult(found, next_offset, state)

@@ -134,7 +134,7 @@ class HalfMessageService:
             PROPERTY_CHECK_IMMUNITY: immunity_ms / 1000,
         }
 
-        stored = replace(record, properties=orjson.dumps(properties).decode())
+        stored = record._replace(properties=orjson.dumps(properties).decode())
         half = HalfMessage(
             message_id,
             _OFFSET_NOT_YET,

@@ -6,9 +6,8 @@ import asyncio
 from typing import Any
 
 from app.core.protocol import CALL, encode, read_frame
-from app.domain import FetchResult, PartitionState, Record, StoredMessage
+from app.domain import FetchResult, PackedList, PartitionState, Record, StoredMessage
 from app.errors import AlreadyResolved
-from app.log_service import RoutedRecord
 from half_store.records import HalfMessage, Resolution
 from half_store.service import Prepared
 from half_store.states import HalfState
@@ -25,17 +24,26 @@ def _through_the_socket(message: tuple[Any, ...]) -> tuple[Any, ...] | None:
 
 
 def test_a_produce_call_arrives_whole() -> None:
-    records = [RoutedRecord(Record(f"k{n}", b'{"n": %d}' % n, 1, '{"h": "v"}', 1_700_000_000_000 + n), n % 3) for n in range(100)]
-    call = (CALL, 7, "log", "produce", ("orders", records), {}, False)
-    assert _through_the_socket(call) == call
+    records = PackedList(Record, (Record(f"k{n}", b'{"n": %d}' % n, 1, '{"h": "v"}', 1_700_000_000_000 + n) for n in range(100)))
+    call = (CALL, 7, "log", "produce", ("orders", records, [n % 3 or None for n in range(100)]), {}, False)
+    arrived = _through_the_socket(call)
+    assert arrived == call
+    assert arrived is not None
+    first = arrived[4][1][0]
+    assert isinstance(first, Record)
+    assert (first.key, first.value, first.timestamp, first.properties) == ("k0", b'{"n": 0}', 1_700_000_000_000, None)
 
 
 def test_results_and_errors_arrive_whole() -> None:
     resolution = Resolution(HalfState.COMMITTED, "orders", 2, 41, "checker", 1_700_000_000_123)
     half = HalfMessage("m-1", 5, "shop", "tx-1", "orders", 2, 1_700_000_000_000, 0, 1, None, resolution)
-    fetched = FetchResult([StoredMessage("orders", 0, 3, 1, None, b'"v"', 1, None, "txn-9")], 4, PartitionState(0, 0, 4, 4))
+    stored = PackedList(StoredMessage, [StoredMessage("orders", 0, 3, 1, None, b'"v"', 1, None, "txn-9")])
+    fetched = FetchResult(stored, 4, PartitionState(0, 0, 4, 4))
     for reply in ((1, True, Prepared(half, created=False)), (2, True, fetched)):
         assert _through_the_socket(reply) == reply
+    arrived_fetch = _through_the_socket((2, True, fetched))
+    assert arrived_fetch is not None
+    assert arrived_fetch[2].messages[0].txn_id == "txn-9"
     arrived = _through_the_socket((3, False, AlreadyResolved("half message m-1 is already COMMITTED")))
     assert arrived is not None
     error = arrived[2]
