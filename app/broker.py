@@ -34,7 +34,8 @@ class Broker:
 
     @classmethod
     def open(cls, settings: Settings) -> Broker:
-        store = Store(open_database(settings.database_url, sqlite_synchronous=settings.sqlite_synchronous))
+        database = open_database(settings.database_url, sqlite_synchronous=settings.sqlite_synchronous)
+        store = Store(database, read_threads=settings.read_threads)
         notifier = PartitionNotifier(settings.max_long_poll_waiters)
         log_service = LogService(store, notifier)
         halves = HalfMessageService(log_service, settings.transaction_timeout_seconds)

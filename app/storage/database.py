@@ -42,8 +42,9 @@ class Database:
             self.reader.dispose()
 
 
-# Reads run on AnyIO's worker threads (40 by default): keep a connection for each, so
-# none is closed and reopened (with its PRAGMAs and a cold page cache) under load.
+# Reads run on worker threads, a few at once (``Store``'s read threads; the WAL checkpoints
+# take one more on SQLite). Connections are kept, so none is closed and reopened (with its
+# PRAGMAs and a cold page cache) under load; the overflow serves a larger read-threads setting.
 READER_POOL_SIZE = 20
 READER_POOL_OVERFLOW = 20
 
@@ -55,7 +56,7 @@ def open_database(url: str, *, sqlite_synchronous: str = "FULL") -> Database:
         writer = _sqlite_engine(
             url, begin="BEGIN IMMEDIATE", synchronous=sqlite_synchronous, pool_size=2, auto_checkpoint=False
         )
-        # Up to 40 reader connections: a small page cache each (the OS page cache is shared).
+        # A small page cache per reader connection (the OS page cache is shared).
         reader = _sqlite_engine(
             url, begin="BEGIN", synchronous=sqlite_synchronous, pool_size=READER_POOL_SIZE, cache_kib=512
         )

@@ -24,10 +24,18 @@ P = TypeVar("P")
 
 APPEND: MergeKind[AppendRequest, dict[int, int]] = MergeKind("append", log_store.append_many)
 
+# How many reads run at once, each on a worker thread of its own. More threads fight over
+# the GIL: SQLite hands it back for every row it steps to, so 16 concurrent 100-message
+# fetches on 16 threads did 290 requests/s, on 2 threads 450/s and on 1 thread 610–680/s
+# (the core's CPU per fetch fell from 3.7 to 1.4 ms). psycopg takes a result whole and waits
+# on the network: 4 threads did 474/s, 40 did 369/s and 1 did 250/s.
+DEFAULT_READ_THREADS = {"sqlite": 1, "postgresql": 4}
+
 
 class Store:
-    def __init__(self, database: Database) -> None:
+    def __init__(self, database: Database, *, read_threads: int | None = None) -> None:
         self.database = database
+        self._read_limiter = anyio.CapacityLimiter(read_threads or DEFAULT_READ_THREADS.get(database.dialect, 4))
         # SQLite locks the whole database per write transaction; row locks need ordering only on PostgreSQL.
         prelock = None if database.is_sqlite else log_store.lock_partitions
         # SQLite: WAL checkpoints on a thread of their own rather than inside the writer's commits.
@@ -69,7 +77,7 @@ class Store:
         return await self.write_merged(APPEND, request, locks=locks)
 
     async def read(self, query: Callable[[Connection], T]) -> T:
-        return await anyio.to_thread.run_sync(self.read_sync, query)
+        return await anyio.to_thread.run_sync(self.read_sync, query, limiter=self._read_limiter)
 
     async def ping(self) -> None:
         """Raise :class:`StorageUnavailable` unless the database answers a query."""
