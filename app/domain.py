@@ -24,9 +24,10 @@ def now_ms() -> int:
 def pickled_as_arguments(cls: type[D]) -> type[D]:
     """Pickle a dataclass as its constructor's arguments, in field order.
 
-    Records, messages and half messages cross to the core process by the hundred per
-    request; a tuple of arguments pickles several times faster than the generic state of
-    a slotted dataclass, which calls ``dataclasses.fields`` for every object.
+    Half messages and their resolutions cross between the front and the core process by
+    the dozen; a tuple of arguments pickles several times faster than the generic state
+    of a slotted dataclass, which calls ``dataclasses.fields`` for every object. (Records
+    and stored messages, by the hundred, go as plain tuples: :class:`PackedList`.)
     """
     arguments = operator.attrgetter(*(f.name for f in fields(cls)))
 

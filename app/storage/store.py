@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import contextlib
+import functools
 from collections.abc import Callable, Sequence
 from typing import TypeVar
 
@@ -131,4 +132,4 @@ class Store:
         """Create the hidden system topics if this database does not have them yet."""
         for name in SYSTEM_TOPICS:
             with contextlib.suppress(TopicExists):  # another broker process created it first
-                self.writer.run_sync(lambda conn, name=name: log_store.create_topic(conn, name, 1))
+                self.writer.run_sync(functools.partial(log_store.create_topic, name=name, partition_count=1))

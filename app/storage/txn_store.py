@@ -51,7 +51,7 @@ def _row(values: Sequence[object]) -> TransactionRow:
         str(txn_id),
         None if pid is None else int(pid),  # type: ignore[call-overload]
         None if epoch is None else int(epoch),  # type: ignore[call-overload]
-        TxnState(state),
+        TxnState(str(state)),
         int(timeout_ms),  # type: ignore[call-overload]
         bool(timed_out),
         int(started),  # type: ignore[call-overload]

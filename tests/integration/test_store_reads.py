@@ -9,7 +9,7 @@ import time
 from sqlalchemy import Connection, text
 
 from app.storage.database import open_database
-from app.storage.store import DEFAULT_READ_THREADS, Store
+from app.storage.store import Store
 
 
 class Overlap:
@@ -58,5 +58,4 @@ def test_by_default_sqlite_reads_one_at_a_time_and_postgresql_a_few(database_url
         _, most = _read_concurrently(store, 8)
     finally:
         database.dispose()
-    assert most == DEFAULT_READ_THREADS[database.dialect]
-    assert DEFAULT_READ_THREADS == {"sqlite": 1, "postgresql": 4}
+    assert most == {"sqlite": 1, "postgresql": 4}[database.dialect]
