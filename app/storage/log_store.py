@@ -15,7 +15,7 @@ from collections import defaultdict
 from collections.abc import Sequence
 from dataclasses import dataclass
 
-from sqlalchemy import Connection, bindparam, func, insert, select, tuple_, update
+from sqlalchemy import Connection, bindparam, func, insert, select, text, update
 from sqlalchemy.dialects import postgresql
 from sqlalchemy.exc import DataError, DBAPIError, IntegrityError
 
@@ -163,14 +163,20 @@ class AppendRequest:
     stamp: ProducerStamp = ProducerStamp()
 
 
+# PostgreSQL only (SQLite locks the whole database). The keys go as two arrays: a tuple
+# IN list is rendered anew for every length, which cost the writer about a millisecond of
+# CPU per group commit. Rows are locked as the sort emits them, in key order.
+_LOCK_PARTITIONS = text(
+    "SELECT partitions.topic_id FROM partitions"
+    " JOIN unnest(CAST(:topic_ids AS INTEGER[]), CAST(:partitions AS INTEGER[])) AS k (topic_id, partition)"
+    " ON partitions.topic_id = k.topic_id AND partitions.partition = k.partition"
+    " ORDER BY partitions.topic_id, partitions.partition FOR UPDATE OF partitions"
+)
+
+
 def lock_partitions(conn: Connection, keys: list[tuple[int, int]]) -> None:
-    """Lock partition rows in the given (sorted) order, so writers never wait on each other in a cycle."""
-    conn.execute(
-        select(partitions.c.topic_id)
-        .where(tuple_(partitions.c.topic_id, partitions.c.partition).in_(keys))
-        .order_by(partitions.c.topic_id, partitions.c.partition)
-        .with_for_update()
-    ).all()
+    """Lock partition rows in (topic id, partition) order, so writers never wait on each other in a cycle."""
+    conn.execute(_LOCK_PARTITIONS, {"topic_ids": [t for t, _ in keys], "partitions": [p for _, p in keys]}).all()
 
 
 def allocate_offsets(conn: Connection, topic: Topic, partition: int, count: int) -> int:

@@ -23,7 +23,8 @@ from app.storage.writer import GroupCommitWriter, LockKey, MergeKind, unstorable
 T = TypeVar("T")
 P = TypeVar("P")
 
-APPEND: MergeKind[AppendRequest, dict[int, int]] = MergeKind("append", log_store.append_many)
+# Plain appends lock only their partitions' rows, allocating offsets in sorted order.
+APPEND: MergeKind[AppendRequest, dict[int, int]] = MergeKind("append", log_store.append_many, locks_in_order=True)
 
 # How many reads run at once, each on a worker thread of its own. More threads fight over
 # the GIL: SQLite hands it back for every row it steps to, so 16 concurrent 100-message

@@ -20,9 +20,10 @@ Three things keep batches cheap and safe:
 - **Lock order.** A unit may declare the rows it will lock (the partitions it appends
   to). On PostgreSQL the batch takes all declared locks up front, in sorted order,
   through the ``prelock`` hook; two batches, in this process or in another broker
-  process, then queue behind each other instead of deadlocking. A unit that still
-  loses a deadlock or serialization race (on rows it did not declare) is retried on
-  its own.
+  process, then queue behind each other instead of deadlocking. A batch that is one
+  merged run of a kind that locks in sorted order by itself (plain appends) skips that
+  query. A unit that still loses a deadlock or serialization race (on rows it did not
+  declare) is retried on its own.
 
 There is one writer thread: SQLite has one writer anyway, and on PostgreSQL one
 thread per process with group commit beat several threads contending for the same
@@ -70,10 +71,15 @@ class NotMergeable(Exception):
 
 @dataclass(frozen=True)
 class MergeKind(Generic[P, T]):
-    """Units that the writer may run together: ``run_many(conn, payloads)`` returns one result each."""
+    """Units that the writer may run together: ``run_many(conn, payloads)`` returns one result each.
+
+    ``locks_in_order``: ``run_many`` locks no rows but its units' declared ones, and those
+    in sorted order, so a batch of this kind alone needs no ``prelock`` query first.
+    """
 
     name: str
     run_many: Callable[[Connection, list[P]], list[T]]
+    locks_in_order: bool = False
 
 
 @dataclass(eq=False)
@@ -176,7 +182,8 @@ class GroupCommitWriter:
         retry: list[_Pending] = []
         try:
             with self._engine.connect() as connection, connection.begin():
-                if self._prelock is not None:
+                # A careful rerun may run a merged kind's units one by one, each in its own order.
+                if self._prelock is not None and (careful or not _locks_in_order(batch)):
                     keys = sorted({key for pending in batch for key in pending.locks})
                     if keys:
                         self._prelock(connection, keys)
@@ -278,6 +285,12 @@ class GroupCommitWriter:
             return False
         sqlstate = getattr(error.orig, "sqlstate", None)
         return sqlstate in _RETRYABLE_SQLSTATES
+
+
+def _locks_in_order(batch: list[_Pending]) -> bool:
+    """Whether the batch is one merged run that takes its locks in sorted order by itself."""
+    kind = batch[0].kind
+    return kind is not None and kind.locks_in_order and all(pending.kind is kind for pending in batch)
 
 
 def _by_kind(batch: list[_Pending]) -> list[list[_Pending]]:

@@ -140,3 +140,46 @@ def test_merged_units_run_as_one_and_a_bad_one_fails_alone(tmp_path: Path) -> No
         assert sorted(v for (v,) in conn.execute(text("SELECT v FROM t"))) == list(range(50))
     database.dispose()
     assert max(calls) > 1  # some units ran merged
+
+
+def test_only_a_batch_of_one_kind_that_locks_in_order_skips_the_prelock(tmp_path: Path) -> None:
+    from app.storage.writer import MergeKind
+
+    database = open_database(f"sqlite:///{tmp_path / 'p.db'}")
+    prelocked: list[list[tuple[int, int]]] = []
+    writer = GroupCommitWriter(database.writer, prelock=lambda conn, keys: prelocked.append(keys))
+    writer.start()
+
+    def append_all(conn: Connection, partitions: list[int]) -> list[int]:
+        if any(p < 0 for p in partitions):
+            raise InvalidRequest("no such partition")
+        return partitions
+
+    in_order: MergeKind[int, int] = MergeKind("append", append_all, locks_in_order=True)
+
+    async def one_batch(partitions: list[int], *, with_unit: bool = False) -> list[object]:
+        holding, release = threading.Event(), threading.Event()
+        held = asyncio.ensure_future(writer.submit(lambda conn: holding.set() or release.wait(10)))
+        while not holding.is_set():
+            await asyncio.sleep(0.001)
+        writes = [writer.submit_merged(in_order, p, locks=[(1, p)]) for p in partitions]
+        if with_unit:
+            writes.append(writer.submit(lambda conn: "unit", locks=[(2, 0)]))
+        gathered = asyncio.gather(*writes, return_exceptions=True)
+        while writer.queued < len(writes):
+            await asyncio.sleep(0.001)
+        release.set()
+        await held
+        return await gathered
+
+    try:
+        assert asyncio.run(one_batch([3, 1, 2])) == [3, 1, 2]
+        assert prelocked == []  # the merged run locks partitions 1, 2, 3 in that order by itself
+        assert asyncio.run(one_batch([3, 1], with_unit=True)) == [3, 1, "unit"]
+        assert prelocked == [[(1, 1), (1, 3), (2, 0)]]
+        results = asyncio.run(one_batch([2, -1]))
+        assert results[0] == 2 and isinstance(results[1], InvalidRequest)
+        assert prelocked[-1] == [(1, -1), (1, 2)]  # the careful rerun runs the units one by one: locks first
+    finally:
+        writer.close()
+        database.dispose()
