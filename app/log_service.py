@@ -189,8 +189,7 @@ def read_partition(
     end = state.last_stable_offset if read_committed else state.high_watermark
     if offset >= end:
         return FetchResult([], offset, state)
-    page = log_store.read_range(conn, topic, partition, offset, end, max_messages)
-    found: list[StoredMessage] = PackedList(StoredMessage, page)
+    found = log_store.read_range(conn, topic, partition, offset, end, max_messages)
     # Control markers are not returned but still occupy offsets: a short page means
     # everything up to `end` was scanned.
     next_offset = found[-1].offset + 1 if len(found) == max_messages else end

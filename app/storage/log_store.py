@@ -21,6 +21,7 @@ from sqlalchemy.exc import DataError, DBAPIError, IntegrityError
 
 from app.constants import MAX_INT32
 from app.domain import (
+    PackedList,
     PartitionState,
     ProducerStamp,
     Record,
@@ -336,12 +337,16 @@ _READ_RANGE = (
 
 
 def read_range(conn: Connection, topic: Topic, partition: int, start: int, end: int, limit: int) -> list[StoredMessage]:
-    """Messages with ``start <= offset < end``, in offset order, at most ``limit``; control markers skipped."""
+    """Messages with ``start <= offset < end``, in offset order, at most ``limit``; control markers skipped.
+
+    Packed, as a fetch hands them to the front.
+    """
     rows = conn.execute(_READ_RANGE, {"t_id": topic.topic_id, "p_id": partition, "start": start, "end": end, "limit": limit})
-    return [
+    found = (
         StoredMessage(topic.name, partition, int(o), int(ts), k, bytes(v), int(kind), h, txn)
         for o, ts, k, v, kind, h, txn in rows
-    ]
+    )
+    return PackedList(StoredMessage, found)
 
 
 _READ_AT_OFFSETS = select(

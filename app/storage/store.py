@@ -37,7 +37,7 @@ DEFAULT_READ_THREADS = {"sqlite": 1, "postgresql": 4}
 class Store:
     def __init__(self, database: Database, *, read_threads: int | None = None) -> None:
         self.database = database
-        self._read_limiter = anyio.CapacityLimiter(read_threads or DEFAULT_READ_THREADS.get(database.dialect, 4))
+        self._read_limiter = anyio.CapacityLimiter(read_threads or DEFAULT_READ_THREADS[database.dialect])
         # SQLite locks the whole database per write transaction; row locks need ordering only on PostgreSQL.
         prelock = None if database.is_sqlite else log_store.lock_partitions
         # SQLite: WAL checkpoints on a thread of their own rather than inside the writer's commits.
