@@ -7,18 +7,18 @@ from collections.abc import AsyncIterator
 from contextlib import asynccontextmanager
 from dataclasses import dataclass
 
-from app.coordinator import Coordinator
-from app.errors import StorageUnavailable
-from app.log_service import LogService
-from app.metrics import LONG_POLL_WAITERS, core_metrics
-from app.notifier import PartitionNotifier
-from app.settings import Settings
-from app.storage.database import open_database
-from app.storage.migrate import upgrade
-from app.storage.store import Store
 from checker.jobs import BackgroundJobs
-from checker.polling import CheckPolling
-from half_store.service import HalfMessageService
+from half_store.domain.errors import StorageUnavailable
+from half_store.metrics import LONG_POLL_WAITERS, core_metrics
+from half_store.services.check_polling import CheckPolling
+from half_store.services.coordinator import Coordinator
+from half_store.services.half_messages import HalfMessageService
+from half_store.services.log_service import LogService
+from half_store.services.notifier import PartitionNotifier
+from half_store.settings import Settings
+from half_store.storage.database import open_database
+from half_store.storage.migrate import upgrade
+from half_store.storage.store import Store
 
 log = logging.getLogger(__name__)
 

@@ -5,11 +5,11 @@ from __future__ import annotations
 from typing import TYPE_CHECKING, Protocol
 
 if TYPE_CHECKING:
-    from app.coordinator import Coordinator
-    from app.log_service import LogService
-    from app.settings import Settings
-    from checker.polling import CheckPolling
-    from half_store.service import HalfMessageService
+    from half_store.services.check_polling import CheckPolling
+    from half_store.services.coordinator import Coordinator
+    from half_store.services.half_messages import HalfMessageService
+    from half_store.services.log_service import LogService
+    from half_store.settings import Settings
 
 
 class BrokerHandle(Protocol):

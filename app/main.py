@@ -11,7 +11,7 @@ from app.api import half_routes, log_routes, ops_routes, txn_routes
 from app.api.encoding import MessageLimits
 from app.api.errors import install_error_handlers
 from app.api.middleware import BodyLimitMiddleware, MetricsMiddleware
-from app.settings import Settings
+from half_store.settings import Settings
 
 
 def create_app(settings: Settings | None = None) -> FastAPI:

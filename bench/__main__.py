@@ -25,7 +25,6 @@ from pathlib import Path
 from typing import Any
 
 
-
 def machine() -> dict[str, Any]:
     with open("/proc/meminfo") as meminfo:
         total_kb = int(meminfo.readline().split()[1])

@@ -25,12 +25,18 @@ from app.api.encoding import JsonResponse, MessageLimits, message_json, to_recor
 from app.api.errors import install_error_handlers
 from app.api.half_routes import HalfMessageIn
 from app.api.middleware import BodyLimitMiddleware, MetricsMiddleware
-from app.api.models import Isolation, PartitionProduceRequest, ProduceRequest, ProducerInit, TopicCreate
+from app.api.models import (
+    Isolation,
+    PartitionProduceRequest,
+    ProduceRequest,
+    ProducerInit,
+    TopicCreate,
+)
 from app.api.txn_routes import TransactionBegin
-from app.constants import TOPIC_NAME_PATTERN
-from app.domain import StoredMessage, now_ms
-from app.settings import Settings
 from bench.payloads import RAW_VALUE
+from half_store.domain.constants import TOPIC_NAME_PATTERN
+from half_store.domain.records import StoredMessage, now_ms
+from half_store.settings import Settings
 
 _settings = Settings()
 LIMITS = MessageLimits(_settings.max_message_bytes, _settings.max_header_count, _settings.max_header_bytes)

@@ -4,7 +4,7 @@ Inserts go through the broker's own fastest path (``log_store.insert_message_row
 the driver's executemany on SQLite, COPY on PostgreSQL), so the ceiling is what the
 database takes, not what one way of calling it takes.
 
-Same database engine set-up as the broker (``app.storage.database.open_database``:
+Same database engine set-up as the broker (``half_store.storage.database.open_database``:
 WAL + ``synchronous=FULL`` + ``BEGIN IMMEDIATE`` on SQLite, psycopg 3 ``READ
 COMMITTED`` on PostgreSQL), the same schema (the broker's Alembic migrations),
 the same 1 KiB ``messages`` rows, but no HTTP, no validation, no offset
@@ -19,12 +19,12 @@ from dataclasses import dataclass
 
 from sqlalchemy import Connection
 
-from app.domain import ProducerStamp, Record, Topic, now_ms
-from app.storage import log_store
-from app.storage.database import open_database
-from app.storage.migrate import upgrade
-from app.storage.schema import VALUE_JSON
 from bench.payloads import PARTITIONS, RAW_VALUE, TOPIC
+from half_store.domain.constants import VALUE_JSON
+from half_store.domain.records import ProducerStamp, Record, Topic, now_ms
+from half_store.storage import log_store
+from half_store.storage.database import open_database
+from half_store.storage.migrate import upgrade
 
 
 @dataclass

@@ -13,12 +13,12 @@ from typing import Any
 
 from sqlalchemy import Connection, event, select
 
-from app.domain import now_ms
-from app.storage import log_store
-from app.storage.database import open_database
-from app.storage.schema import messages
-from half_store import store as half_store
 from bench.payloads import TOPIC
+from half_store.domain.records import now_ms
+from half_store.storage import half_message_store as half_store
+from half_store.storage import log_store
+from half_store.storage.database import open_database
+from half_store.storage.schema import messages
 
 
 def _capture(conn: Connection, call: Callable[[Connection], object], table: str) -> tuple[str, Any]:
@@ -89,10 +89,14 @@ def populate(database_url: str, rows: int) -> None:
     """
     from sqlalchemy import insert
 
-    from app.storage import log_store
-    from app.storage.migrate import upgrade
-    from app.storage.schema import half_messages, half_resolutions, transaction_partitions
     from bench.payloads import PARTITIONS, RAW_VALUE
+    from half_store.storage import log_store
+    from half_store.storage.migrate import upgrade
+    from half_store.storage.schema import (
+        half_messages,
+        half_resolutions,
+        transaction_partitions,
+    )
 
     database = open_database(database_url)
     try:

@@ -18,7 +18,7 @@ def main() -> None:
     parser.add_argument("--writer-threads", type=int, default=None)
     args, rest = parser.parse_known_args()
     if args.writer_threads is not None:
-        from app.storage import store
+        from half_store.storage import store
 
         original = store.Store.__init__
 

@@ -22,12 +22,18 @@ from dataclasses import dataclass
 import httpx
 import orjson
 
-from app.errors import AlreadyResolved, BrokerError
-from app.metrics import CHECKS
-from app.settings import Settings
-from checker.decisions import SIGNATURE_HEADER, check_payload, need_discard, parse_answer, signature
-from half_store.records import HalfMessage, Listener
-from half_store.service import CheckCandidate, HalfMessageService
+from half_store.domain.errors import AlreadyResolved, BrokerError
+from half_store.domain.half_records import HalfMessage, Listener
+from half_store.metrics import CHECKS
+from half_store.services.check_decisions import (
+    SIGNATURE_HEADER,
+    check_payload,
+    need_discard,
+    parse_answer,
+    signature,
+)
+from half_store.services.half_messages import CheckCandidate, HalfMessageService
+from half_store.settings import Settings
 
 log = logging.getLogger(__name__)
 

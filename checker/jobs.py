@@ -10,23 +10,23 @@ from __future__ import annotations
 
 import logging
 import os
-import time
-import socket
 import secrets
+import socket
+import time
 from datetime import datetime, timedelta
 
 import httpx
 from apscheduler.schedulers.asyncio import AsyncIOScheduler
 
-from app.coordinator import Coordinator
-from app.domain import now_ms
-from app.metrics import CHECKER_LEADER
-from app.settings import Settings
-from app.storage import lease_store
-from app.storage.store import Store
 from checker.back_check import BackChecker
 from checker.retention import Retention
-from half_store.service import HalfMessageService
+from half_store.domain.records import now_ms
+from half_store.metrics import CHECKER_LEADER
+from half_store.services.coordinator import Coordinator
+from half_store.services.half_messages import HalfMessageService
+from half_store.settings import Settings
+from half_store.storage import lease_store
+from half_store.storage.store import Store
 
 log = logging.getLogger(__name__)
 

@@ -12,12 +12,12 @@ from dataclasses import dataclass
 
 from sqlalchemy import Connection
 
-from app.constants import HALF_TOPIC, OP_HALF_TOPIC
-from app.domain import now_ms
-from app.settings import Settings
-from app.storage import log_store, producer_store, txn_store
-from app.storage.store import Store
-from half_store import store as half_index
+from half_store.domain.constants import HALF_TOPIC, OP_HALF_TOPIC
+from half_store.domain.records import now_ms
+from half_store.settings import Settings
+from half_store.storage import half_message_store as half_index
+from half_store.storage import log_store, producer_store, txn_store
+from half_store.storage.store import Store
 
 BATCH = 5000
 

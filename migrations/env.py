@@ -5,7 +5,7 @@ from __future__ import annotations
 from alembic import context
 from sqlalchemy import create_engine
 
-from app.storage.schema import metadata
+from half_store.storage.schema import metadata
 
 config = context.config
 target_metadata = metadata

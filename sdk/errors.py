@@ -50,7 +50,7 @@ def _rebuild(cls: type[HalfmqError], message: str, code: str, status: int | None
     return cls(message, code=code, status=status)
 
 
-# --- broker error codes (mirrors app/errors.py) ------------------------------------
+# --- broker error codes (mirrors half_store/domain/errors.py) ------------------------------------
 
 
 class InvalidRequestError(HalfmqError):

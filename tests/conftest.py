@@ -3,9 +3,14 @@
 from __future__ import annotations
 
 from collections.abc import Iterator
+
 import pytest
 
-from tests.support.databases import PostgresDatabases, SqliteDatabases, postgres_admin_url
+from tests.support.databases import (
+    PostgresDatabases,
+    SqliteDatabases,
+    postgres_admin_url,
+)
 
 DATABASES = ["sqlite", "postgresql"]
 

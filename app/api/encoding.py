@@ -18,11 +18,11 @@ import orjson
 from starlette.responses import Response
 
 from app.api.models import MessageIn
-from app.domain import Record, StoredMessage, now_ms
-from app.errors import InvalidRequest, MessageTooLarge, ValidationFailed
-from app.json_bytes import stored_json
-from app.settings import Settings
-from app.storage.schema import VALUE_BINARY, VALUE_JSON
+from half_store.domain.constants import VALUE_BINARY, VALUE_JSON
+from half_store.domain.errors import InvalidRequest, MessageTooLarge, ValidationFailed
+from half_store.domain.json_bytes import stored_json
+from half_store.domain.records import Record, StoredMessage, now_ms
+from half_store.settings import Settings
 
 
 @dataclass(frozen=True, slots=True)

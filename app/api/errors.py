@@ -11,7 +11,7 @@ from starlette.exceptions import HTTPException as StarletteHTTPException
 from starlette.responses import Response
 
 from app.api.encoding import JsonResponse
-from app.errors import (
+from half_store.domain.errors import (
     BrokerError,
     InternalError,
     InvalidRequest,

@@ -11,10 +11,10 @@ from starlette.responses import Response
 from app.api.encoding import JsonResponse, to_record
 from app.api.log_routes import ERRORS, broker_of, limits_of
 from app.api.models import NO_NUL, GroupName, Identifier, MessageIn, TopicName
-from app.domain import now_ms
-from app.errors import InvalidRequest
-from half_store.records import HalfMessage, Listener
-from half_store.states import HalfState
+from half_store.domain.errors import InvalidRequest
+from half_store.domain.half_records import HalfMessage, Listener
+from half_store.domain.half_state import HalfState
+from half_store.domain.records import now_ms
 
 router = APIRouter(prefix="/v1", responses=ERRORS)  # type: ignore[arg-type]
 MessageIdPath = Annotated[str, Path(min_length=1, max_length=64, pattern=NO_NUL)]

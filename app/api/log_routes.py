@@ -26,10 +26,10 @@ from app.api.models import (
     TopicSummary,
 )
 from app.handle import BrokerHandle
-from app.constants import MAX_INT32, TOPIC_NAME_PATTERN
-from app.domain import OffsetCommit, PackedList, ProducerStamp, Record
-from app.errors import InvalidRequest, ValidationFailed
 from app.metrics import MESSAGES_IN, MESSAGES_OUT
+from half_store.domain.constants import MAX_INT32, TOPIC_NAME_PATTERN
+from half_store.domain.errors import InvalidRequest, ValidationFailed
+from half_store.domain.records import OffsetCommit, PackedList, ProducerStamp, Record
 
 DEFAULT_FETCH_MESSAGES = 500
 ERRORS = {code: {"model": ErrorResponse} for code in (400, 403, 404, 409, 413, 416, 422)}

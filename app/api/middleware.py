@@ -8,8 +8,8 @@ from typing import Any
 from starlette.types import ASGIApp, Message, Receive, Scope, Send
 
 from app.api.errors import error_response
-from app.errors import MessageTooLarge
 from app.metrics import REQUEST_LATENCY, REQUESTS
+from half_store.domain.errors import MessageTooLarge
 
 
 class BodyLimitMiddleware:

@@ -6,7 +6,7 @@ from typing import Annotated, Any, Literal
 
 from pydantic import BaseModel, ConfigDict, Field, model_validator
 
-from app.constants import TOPIC_NAME_PATTERN
+from half_store.domain.constants import TOPIC_NAME_PATTERN
 
 # PostgreSQL text cannot hold NUL, so no identifier or key may, whichever database is behind.
 NO_NUL = r"^[^\x00]*$"

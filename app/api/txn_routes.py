@@ -10,8 +10,16 @@ from starlette.responses import Response
 
 from app.api.encoding import JsonResponse
 from app.api.log_routes import ERRORS, broker_of
-from app.api.models import NO_NUL, Epoch, GroupName, GroupOffsetIn, ProducerId, Strict, TimeoutMs
-from app.domain import OffsetCommit
+from app.api.models import (
+    NO_NUL,
+    Epoch,
+    GroupName,
+    GroupOffsetIn,
+    ProducerId,
+    Strict,
+    TimeoutMs,
+)
+from half_store.domain.records import OffsetCommit
 
 router = APIRouter(prefix="/v1/transactions", tags=["transactions"], responses=ERRORS)  # type: ignore[arg-type]
 TxnPath = Annotated[str, Path(min_length=1, max_length=64, pattern=NO_NUL)]

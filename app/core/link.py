@@ -24,14 +24,14 @@ from app.core.protocol import (
     encode,
     read_frame,
 )
-from app.errors import StorageUnavailable
-from app.settings import Settings
+from half_store.domain.errors import StorageUnavailable
+from half_store.settings import Settings
 
 if TYPE_CHECKING:
-    from app.coordinator import Coordinator
-    from app.log_service import LogService
-    from checker.polling import CheckPolling
-    from half_store.service import HalfMessageService
+    from half_store.services.check_polling import CheckPolling
+    from half_store.services.coordinator import Coordinator
+    from half_store.services.half_messages import HalfMessageService
+    from half_store.services.log_service import LogService
 
 log = logging.getLogger(__name__)
 

@@ -29,9 +29,9 @@ from app.core.protocol import (
     encode,
     read_frame,
 )
-from app.errors import BrokerError, InternalError, bad_unicode
-from app.metrics import count_core_process
-from app.settings import Settings
+from half_store.domain.errors import BrokerError, InternalError, bad_unicode
+from half_store.metrics import count_core_process
+from half_store.settings import Settings
 
 _PR_SET_PDEATHSIG = 1
 

@@ -6,7 +6,6 @@ import asyncio
 from collections.abc import Callable
 
 import pytest
-from tests.e2e.sdk_fixtures import FaultyProxy, admin, broker, faulty_proxy, new_topic, read_all, unique  # noqa: F401
 
 from sdk import (
     AlreadyResolvedError,
@@ -28,6 +27,15 @@ from sdk import (
     TransactionState,
 )
 from sdk._partitioner import partition_for_key
+from tests.e2e.sdk_fixtures import (  # noqa: F401
+    FaultyProxy,
+    admin,
+    broker,
+    faulty_proxy,
+    new_topic,
+    read_all,
+    unique,
+)
 
 pytestmark = pytest.mark.e2e
 

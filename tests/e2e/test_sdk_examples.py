@@ -8,9 +8,9 @@ import sys
 from pathlib import Path
 
 import pytest
-from tests.e2e.sdk_fixtures import REPO_ROOT, admin, broker, read_all  # noqa: F401
 
 from sdk import Client
+from tests.e2e.sdk_fixtures import REPO_ROOT, admin, broker, read_all  # noqa: F401
 
 pytestmark = pytest.mark.e2e
 

@@ -19,7 +19,6 @@ from typing import Any
 
 import httpx
 import pytest
-from tests.e2e.sdk_fixtures import REPO_ROOT, FaultyProxy, admin, broker, faulty_proxy, new_topic, read_all, unique  # noqa: F401
 
 from sdk import (
     AlreadyResolvedError,
@@ -34,6 +33,16 @@ from sdk import (
     TransactionProducer,
 )
 from sdk._callback_server import SIGNATURE_HEADER, sign
+from tests.e2e.sdk_fixtures import (  # noqa: F401
+    REPO_ROOT,
+    FaultyProxy,
+    admin,
+    broker,
+    faulty_proxy,
+    new_topic,
+    read_all,
+    unique,
+)
 
 pytestmark = pytest.mark.e2e
 

@@ -7,7 +7,6 @@ import time
 from collections.abc import Callable
 
 import pytest
-from tests.e2e.sdk_fixtures import FaultyProxy, admin, broker, faulty_proxy, new_topic, read_all, unique  # noqa: F401
 
 from sdk import (
     NO_RETRY,
@@ -25,6 +24,15 @@ from sdk import (
     ValidationError,
 )
 from sdk._partitioner import partition_for_key
+from tests.e2e.sdk_fixtures import (  # noqa: F401
+    FaultyProxy,
+    admin,
+    broker,
+    faulty_proxy,
+    new_topic,
+    read_all,
+    unique,
+)
 from tests.support.broker_process import BrokerProcess
 
 pytestmark = pytest.mark.e2e

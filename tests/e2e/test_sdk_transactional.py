@@ -7,7 +7,6 @@ from collections.abc import Callable
 
 import httpx
 import pytest
-from tests.e2e.sdk_fixtures import FaultyProxy, admin, broker, faulty_proxy, new_topic, read_all, unique  # noqa: F401
 
 from sdk import (
     NO_RETRY,
@@ -23,6 +22,15 @@ from sdk import (
     TransactionState,
 )
 from sdk._partitioner import partition_for_key
+from tests.e2e.sdk_fixtures import (  # noqa: F401
+    FaultyProxy,
+    admin,
+    broker,
+    faulty_proxy,
+    new_topic,
+    read_all,
+    unique,
+)
 
 pytestmark = pytest.mark.e2e
 

@@ -14,7 +14,7 @@ from sqlalchemy import Connection
 
 from app.broker import Broker
 from app.main import create_app
-from app.settings import Settings
+from half_store.settings import Settings
 
 
 def make_settings(database_url: str, **overrides: Any) -> Settings:

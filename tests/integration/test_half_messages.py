@@ -13,11 +13,11 @@ import pytest
 from fastapi.testclient import TestClient
 
 from app.broker import Broker
-from app.constants import CHECK_MAX_TOPIC, HALF_TOPIC, OP_HALF_TOPIC
 from app.main import create_app
 from checker.back_check import BackChecker, RoundReport
 from checker.retention import Retention
-from half_store import store as half_index
+from half_store.domain.constants import CHECK_MAX_TOPIC, HALF_TOPIC, OP_HALF_TOPIC
+from half_store.storage import half_message_store as half_index
 from tests.integration.conftest import create_topic, error_code, make_settings, read_all
 from tests.support.callback_server import CallbackServer
 

@@ -8,7 +8,7 @@ import time
 
 from fastapi.testclient import TestClient
 
-from app.partitioner import partition_for_key
+from half_store.domain.partitioner import partition_for_key
 from tests.integration.conftest import create_topic, error_code, read_all
 
 

@@ -9,12 +9,13 @@ import pytest
 from sqlalchemy import select
 from sqlalchemy.exc import DataError
 
-from app.domain import ProducerStamp, Record
-from app.errors import PartitionNotFound, ValidationFailed
-from app.storage import log_store
-from app.storage.database import Database, open_database
-from app.storage.schema import VALUE_BINARY, VALUE_JSON, partitions
-from app.storage.upsert import update_rows
+from half_store.domain.constants import VALUE_BINARY, VALUE_JSON
+from half_store.domain.errors import PartitionNotFound, ValidationFailed
+from half_store.domain.records import ProducerStamp, Record
+from half_store.storage import log_store
+from half_store.storage.database import Database, open_database
+from half_store.storage.schema import partitions
+from half_store.storage.upsert import update_rows
 
 AWKWARD_TEXT = 'tab\there, back\\slash, new\nline, quote ", comma, \\N, é, 🙂'
 

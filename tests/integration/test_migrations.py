@@ -5,9 +5,9 @@ from __future__ import annotations
 from alembic.autogenerate import compare_metadata
 from alembic.migration import MigrationContext
 
-from app.storage.database import open_database
-from app.storage.migrate import upgrade
-from app.storage.schema import metadata
+from half_store.storage.database import open_database
+from half_store.storage.migrate import upgrade
+from half_store.storage.schema import metadata
 
 
 def test_migrated_schema_matches_the_models(database_url: str) -> None:

@@ -12,7 +12,7 @@ import pytest
 from fastapi.testclient import TestClient
 
 from app.main import create_app
-from app.storage import checkpointer, database
+from half_store.storage import checkpointer, database
 from tests.integration.conftest import create_topic, make_settings
 
 

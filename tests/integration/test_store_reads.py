@@ -8,8 +8,8 @@ import time
 
 from sqlalchemy import Connection, text
 
-from app.storage.database import open_database
-from app.storage.store import Store
+from half_store.storage.database import open_database
+from half_store.storage.store import Store
 
 
 class Overlap:

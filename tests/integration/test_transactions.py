@@ -10,9 +10,14 @@ import pytest
 from fastapi.testclient import TestClient
 
 from app.broker import Broker
-from app.storage import txn_store
-from app.txn_state import TxnState
-from tests.integration.conftest import create_topic, error_code, one_group_commit, read_all
+from half_store.domain.txn_state import TxnState
+from half_store.storage import txn_store
+from tests.integration.conftest import (
+    create_topic,
+    error_code,
+    one_group_commit,
+    read_all,
+)
 
 
 @pytest.fixture

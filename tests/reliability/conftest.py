@@ -18,8 +18,8 @@ REPO_ROOT = Path(__file__).resolve().parents[2]
 if str(REPO_ROOT) not in sys.path:  # plain `pytest` does not put the repo root on sys.path
     sys.path.insert(0, str(REPO_ROOT))
 
-from tests.support.databases import PostgresDatabases  # noqa: E402
 from tests.support.broker_process import BrokerProcess  # noqa: E402
+from tests.support.databases import PostgresDatabases  # noqa: E402
 
 
 @pytest.fixture(params=["sqlite", "postgresql"])

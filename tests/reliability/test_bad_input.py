@@ -16,8 +16,8 @@ from pathlib import Path
 import httpx
 import pytest
 
-from tests.support.databases import PostgresDatabases
 from tests.support.broker_process import BrokerProcess
+from tests.support.databases import PostgresDatabases
 
 pytestmark = pytest.mark.e2e
 

@@ -17,8 +17,8 @@ from collections.abc import Callable
 import pytest
 
 from tests.reliability.chaos import CHAOS_SETTINGS, run_chaos
-from tests.support.databases import PostgresDatabases
 from tests.support.broker_process import BrokerProcess
+from tests.support.databases import PostgresDatabases
 
 pytestmark = pytest.mark.e2e
 

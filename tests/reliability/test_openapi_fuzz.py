@@ -29,8 +29,8 @@ from hypothesis.errors import Unsatisfiable
 from schemathesis import GenerationMode
 from schemathesis.checks import not_a_server_error
 
-from tests.support.databases import postgres_admin_url
 from tests.support.broker_process import BrokerProcess
+from tests.support.databases import postgres_admin_url
 
 pytestmark = pytest.mark.e2e
 

@@ -28,9 +28,9 @@ import psycopg
 import pytest
 from sqlalchemy.engine import make_url
 
+from tests.support.broker_process import BrokerProcess
 from tests.support.callback_server import CallbackServer
 from tests.support.databases import PostgresDatabases
-from tests.support.broker_process import BrokerProcess
 
 pytestmark = pytest.mark.e2e
 

@@ -7,10 +7,11 @@ import base64
 import pytest
 
 from spark_ingest.client import PartitionState, TopicMetadata
+from spark_ingest.job import concise_error, parse_args
 from spark_ingest.offsets import (
-    OptionError,
     OffsetRange,
     OffsetSpec,
+    OptionError,
     limit_end,
     offsets_from_json,
     offsets_to_json,
@@ -20,7 +21,6 @@ from spark_ingest.offsets import (
     resolve_end,
     resolve_start,
 )
-from spark_ingest.job import concise_error, parse_args
 from spark_ingest.options import SourceOptions
 from spark_ingest.progress import IngestStats
 from spark_ingest.rows import ARROW_SCHEMA, to_record_batch, value_text

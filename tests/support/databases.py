@@ -13,11 +13,11 @@ import shutil
 from pathlib import Path
 
 from sqlalchemy import create_engine, text
-from sqlalchemy.pool import NullPool
 from sqlalchemy.engine import make_url
+from sqlalchemy.pool import NullPool
 
-from app.storage.database import open_database
-from app.storage.migrate import upgrade
+from half_store.storage.database import open_database
+from half_store.storage.migrate import upgrade
 
 POSTGRES_ENV = "HALFMQ_TEST_POSTGRES_URL"
 

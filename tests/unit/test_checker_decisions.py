@@ -5,8 +5,8 @@ from __future__ import annotations
 import hashlib
 import hmac
 
-from checker.decisions import need_discard, parse_answer, signature
-from half_store.records import HalfMessage, first_check_at
+from half_store.domain.half_records import HalfMessage, first_check_at
+from half_store.services.check_decisions import need_discard, parse_answer, signature
 
 
 def half(check_times: int = 0, born: int = 1_000, immunity_ms: int = 0) -> HalfMessage:

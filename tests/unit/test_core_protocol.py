@@ -6,11 +6,17 @@ import asyncio
 from typing import Any
 
 from app.core.protocol import CALL, encode, read_frame
-from app.domain import FetchResult, PackedList, PartitionState, Record, StoredMessage
-from app.errors import AlreadyResolved
-from half_store.records import HalfMessage, Resolution
-from half_store.service import Prepared
-from half_store.states import HalfState
+from half_store.domain.errors import AlreadyResolved
+from half_store.domain.half_records import HalfMessage, Resolution
+from half_store.domain.half_state import HalfState
+from half_store.domain.records import (
+    FetchResult,
+    PackedList,
+    PartitionState,
+    Record,
+    StoredMessage,
+)
+from half_store.services.half_messages import Prepared
 
 
 def _through_the_socket(message: tuple[Any, ...]) -> tuple[Any, ...] | None:

@@ -9,10 +9,10 @@ from pathlib import Path
 import pytest
 from sqlalchemy import Connection, event, text
 
-from app.errors import InvalidRequest
-from app.metrics import CORE_REGISTRY
-from app.storage.database import open_database
-from app.storage.writer import GroupCommitWriter
+from half_store.domain.errors import InvalidRequest
+from half_store.metrics import CORE_REGISTRY
+from half_store.storage.database import open_database
+from half_store.storage.writer import GroupCommitWriter
 
 
 def test_concurrent_units_share_commits_and_a_failing_unit_undoes_only_itself(tmp_path: Path) -> None:
@@ -110,7 +110,7 @@ def test_run_sync_propagates_errors(tmp_path: Path) -> None:
 
 
 def test_merged_units_run_as_one_and_a_bad_one_fails_alone(tmp_path: Path) -> None:
-    from app.storage.writer import MergeKind
+    from half_store.storage.writer import MergeKind
 
     database = open_database(f"sqlite:///{tmp_path / 'm.db'}")
     with database.writer.begin() as conn:
@@ -143,7 +143,7 @@ def test_merged_units_run_as_one_and_a_bad_one_fails_alone(tmp_path: Path) -> No
 
 
 def test_only_a_batch_of_one_kind_that_locks_in_order_skips_the_prelock(tmp_path: Path) -> None:
-    from app.storage.writer import MergeKind
+    from half_store.storage.writer import MergeKind
 
     database = open_database(f"sqlite:///{tmp_path / 'p.db'}")
     prelocked: list[list[tuple[int, int]]] = []

@@ -7,7 +7,7 @@ import tracemalloc
 import orjson
 import pytest
 
-from app.json_bytes import stored_json
+from half_store.domain.json_bytes import stored_json
 
 
 def test_stored_json_is_orjsons_text() -> None:

@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import pytest
 
-from app.partitioner import murmur2, partition_for_key
+from half_store.domain.partitioner import murmur2, partition_for_key
 
 
 @pytest.mark.parametrize(("text", "expected"), [

@@ -1,4 +1,4 @@
-"""Property tests of the half-message state machine (``half_store.states``), no database.
+"""Property tests of the half-message state machine (``half_store.domain.half_state``), no database.
 
 A hypothesis state machine resolves one half message the way
 ``HalfMessageService._resolve`` decides (the producer committing or rolling back,
@@ -13,7 +13,12 @@ from hypothesis import given, settings
 from hypothesis import strategies as st
 from hypothesis.stateful import RuleBasedStateMachine, invariant, rule
 
-from half_store.states import TRANSITIONS, HalfState, is_transition_valid, repeats
+from half_store.domain.half_state import (
+    TRANSITIONS,
+    HalfState,
+    is_transition_valid,
+    repeats,
+)
 
 states = st.sampled_from(list(HalfState))
 RESOLUTIONS = [HalfState.COMMITTED, HalfState.ROLLED_BACK, HalfState.DISCARDED]

@@ -4,8 +4,8 @@ Random interleavings of plain appends, Kafka-mode transactions writing to severa
 partitions, commits and aborts are written through the storage functions the
 coordinator uses (``log_store.append``, ``txn_store.add_partitions`` /
 ``mark_partitions_ended`` and control markers, as ``Coordinator._complete`` does)
-into an in-memory SQLite database migrated by ``app.storage.migrate.upgrade``.
-After every step ``app.log_service.read_partition`` must agree with a model that
+into an in-memory SQLite database migrated by ``half_store.storage.migrate.upgrade``.
+After every step ``half_store.services.log_service.read_partition`` must agree with a model that
 is just a list per partition:
 
 - the last stable offset is the first offset of the earliest open transaction on
@@ -32,13 +32,13 @@ from sqlalchemy import Connection, create_engine, event
 from sqlalchemy.engine import Engine
 from sqlalchemy.pool import StaticPool
 
-from app.domain import ProducerStamp, Record, Topic, now_ms
-from app.log_service import read_partition
-from app.storage import log_store, txn_store
-from app.storage.migrate import upgrade
-from app.storage.txn_store import TransactionRow
-from app.storage.schema import CONTROL_ABORT, CONTROL_COMMIT, VALUE_JSON
-from app.txn_state import TxnState, final_state, prepare_state
+from half_store.domain.constants import CONTROL_ABORT, CONTROL_COMMIT, VALUE_JSON
+from half_store.domain.records import ProducerStamp, Record, Topic, now_ms
+from half_store.domain.txn_state import TxnState, final_state, prepare_state
+from half_store.services.log_service import read_partition
+from half_store.storage import log_store, txn_store
+from half_store.storage.migrate import upgrade
+from half_store.storage.txn_store import TransactionRow
 
 PARTITIONS = 2
 _names = itertools.count()

@@ -1,4 +1,4 @@
-"""Property tests of the Kafka-mode transaction state machine (``app.txn_state``), no database.
+"""Property tests of the Kafka-mode transaction state machine (``half_store.domain.txn_state``), no database.
 
 Besides the table itself, a hypothesis state machine drives one transaction the
 way the coordinator does (commit / abort requests, the timeout job, crash
@@ -16,7 +16,7 @@ from hypothesis import given, settings
 from hypothesis import strategies as st
 from hypothesis.stateful import RuleBasedStateMachine, invariant, precondition, rule
 
-from app.txn_state import (
+from half_store.domain.txn_state import (
     FINAL_STATES,
     TRANSITIONS,
     UNFINISHED_STATES,

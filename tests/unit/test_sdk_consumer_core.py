@@ -18,7 +18,13 @@ from sdk.errors import (
     UnknownProducerIdError,
 )
 from sdk.message import Message
-from sdk.models import CommittedOffset, FetchResult, PartitionInfo, ProducerIdentity, TopicMetadata
+from sdk.models import (
+    CommittedOffset,
+    FetchResult,
+    PartitionInfo,
+    ProducerIdentity,
+    TopicMetadata,
+)
 
 METADATA = {"t": TopicMetadata("t", (PartitionInfo(0, 2, 10, 8), PartitionInfo(1, 0, 5, 5)))}
 

@@ -8,7 +8,7 @@ import pickle
 import pytest
 
 import sdk
-from app import errors as broker_errors
+from half_store.domain import errors as broker_errors
 from sdk.errors import ERRORS_BY_CODE, HalfmqError, error_from_response
 
 

@@ -6,7 +6,7 @@ import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from app import partitioner as broker_partitioner
+from half_store.domain import partitioner as broker_partitioner
 from sdk import _partitioner as sdk_partitioner
 from sdk._routing import PartitionRouter
 from sdk.errors import PartitionNotFoundError

@@ -4,9 +4,16 @@ from __future__ import annotations
 
 import pytest
 
-from app.txn_state import TRANSITIONS, TxnState, answers_end_request, final_state, is_transition_valid, prepare_state
-from half_store.states import HalfState, repeats
-from half_store.states import is_transition_valid as half_transition_valid
+from half_store.domain.half_state import HalfState, repeats
+from half_store.domain.half_state import is_transition_valid as half_transition_valid
+from half_store.domain.txn_state import (
+    TRANSITIONS,
+    TxnState,
+    answers_end_request,
+    final_state,
+    is_transition_valid,
+    prepare_state,
+)
 
 
 def test_kafka_mode_transitions() -> None:

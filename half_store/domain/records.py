@@ -8,7 +8,7 @@ from collections.abc import Iterable
 from dataclasses import dataclass, fields
 from typing import TYPE_CHECKING, Any, NamedTuple, TypeVar
 
-from app.storage.schema import CONTROL_NONE
+from half_store.domain.constants import CONTROL_NONE
 
 if TYPE_CHECKING:
     from _typeshed import DataclassInstance

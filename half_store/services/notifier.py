@@ -13,7 +13,7 @@ import contextlib
 from collections import defaultdict
 from collections.abc import AsyncIterator, Iterable
 
-from app.errors import TooManyRequests
+from half_store.domain.errors import TooManyRequests
 
 PartitionKey = tuple[int, int]  # (topic_id, partition)
 

@@ -8,16 +8,16 @@ from dataclasses import dataclass
 from sqlalchemy import Connection, and_, bindparam, delete, func, insert, select, update
 from sqlalchemy.exc import IntegrityError
 
-from app.domain import Topic, now_ms
-from app.storage.schema import (
+from half_store.domain.half_records import HalfMessage, Listener, Resolution
+from half_store.domain.half_state import HalfState
+from half_store.domain.records import Topic, now_ms
+from half_store.storage.schema import (
     half_messages,
     half_resolutions,
     producer_listeners,
     topics,
 )
-from app.storage.upsert import upsert
-from half_store.records import HalfMessage, Listener, Resolution
-from half_store.states import HalfState
+from half_store.storage.upsert import upsert
 
 
 class ResolutionConflict(Exception):

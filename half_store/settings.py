@@ -15,7 +15,7 @@ class Settings(BaseSettings):
     # FULL: an acknowledged write survives power loss; NORMAL: only a process crash.
     sqlite_synchronous: Literal["FULL", "NORMAL"] = "FULL"
     migrate_on_start: bool = True
-    # Database reads run on worker threads; None: 1 on SQLite, 4 on PostgreSQL (see app/storage/store.py).
+    # Database reads run on worker threads; None: 1 on SQLite, 4 on PostgreSQL (see half_store/storage/store.py).
     read_threads: int | None = Field(None, ge=1)
     host: str = "127.0.0.1"
     port: int = Field(8080, ge=0, le=65535)

@@ -96,7 +96,7 @@ def _sqlite_engine(
         cursor.execute(f"PRAGMA synchronous={synchronous}")
         cursor.execute("PRAGMA foreign_keys=ON")
         cursor.execute(f"PRAGMA cache_size=-{cache_kib}")
-        if not auto_checkpoint:  # the writer's: app/storage/checkpointer.py does it instead
+        if not auto_checkpoint:  # the writer's: half_store/storage/checkpointer.py does it instead
             cursor.execute("PRAGMA wal_autocheckpoint=0")
             cursor.execute(f"PRAGMA journal_size_limit={WAL_SIZE_LIMIT_BYTES}")
         cursor.close()

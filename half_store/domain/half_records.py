@@ -4,8 +4,8 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 
-from app.domain import pickled_as_arguments
-from half_store.states import HalfState
+from half_store.domain.half_state import HalfState
+from half_store.domain.records import pickled_as_arguments
 
 # Properties of a half message in RMQ_SYS_TRANS_HALF_TOPIC, named as in RocketMQ.
 PROPERTY_REAL_TOPIC = "REAL_TOPIC"

@@ -45,8 +45,13 @@ from sqlalchemy import Connection
 from sqlalchemy.engine import Engine
 from sqlalchemy.exc import DataError, DBAPIError, OperationalError
 
-from app.errors import BrokerError, StorageUnavailable, ValidationFailed
-from app.metrics import CAREFUL_RERUNS, GROUP_COMMIT_UNITS, GROUP_COMMITS, MERGE_FALLBACKS
+from half_store.domain.errors import BrokerError, StorageUnavailable, ValidationFailed
+from half_store.metrics import (
+    CAREFUL_RERUNS,
+    GROUP_COMMIT_UNITS,
+    GROUP_COMMITS,
+    MERGE_FALLBACKS,
+)
 
 T = TypeVar("T")
 P = TypeVar("P")

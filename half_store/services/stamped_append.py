@@ -19,20 +19,20 @@ from typing import NoReturn
 
 from sqlalchemy import Connection
 
-from app.domain import AppendResult, ProducerStamp, Record, Topic, now_ms
-from app.errors import (
+from half_store.domain.errors import (
     ConcurrentTransactions,
     InvalidRequest,
     InvalidTransactionState,
     ProducerFenced,
     TransactionNotFound,
 )
-from app.storage import log_store, producer_store, txn_store
-from app.storage.log_store import AppendRequest
-from app.storage.producer_store import SequenceClaim
-from app.storage.txn_store import TransactionRow
-from app.storage.writer import MergeKind
-from app.txn_state import TxnState
+from half_store.domain.records import AppendResult, ProducerStamp, Record, Topic, now_ms
+from half_store.domain.txn_state import TxnState
+from half_store.storage import log_store, producer_store, txn_store
+from half_store.storage.log_store import AppendRequest
+from half_store.storage.producer_store import SequenceClaim
+from half_store.storage.txn_store import TransactionRow
+from half_store.storage.writer import MergeKind
 
 
 @dataclass(frozen=True, slots=True)

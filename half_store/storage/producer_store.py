@@ -16,11 +16,21 @@ from dataclasses import dataclass
 from sqlalchemy import Connection, insert, select, tuple_, update
 from sqlalchemy.exc import IntegrityError
 
-from app.domain import AppendResult, Topic, now_ms
-from app.errors import InvalidRequest, OutOfOrderSequence, ProducerFenced, UnknownProducerId
-from app.storage.schema import messages, producer_sequences, producers, transactions
-from app.storage.upsert import update_rows
-from app.txn_state import UNFINISHED_STATES
+from half_store.domain.errors import (
+    InvalidRequest,
+    OutOfOrderSequence,
+    ProducerFenced,
+    UnknownProducerId,
+)
+from half_store.domain.records import AppendResult, Topic, now_ms
+from half_store.domain.txn_state import UNFINISHED_STATES
+from half_store.storage.schema import (
+    messages,
+    producer_sequences,
+    producers,
+    transactions,
+)
+from half_store.storage.upsert import update_rows
 
 
 def new_producer(conn: Connection, transaction_timeout_ms: int | None = None) -> tuple[int, int]:

@@ -18,19 +18,36 @@ from dataclasses import dataclass, replace
 
 from sqlalchemy import Connection
 
-from app.domain import AppendResult, OffsetCommit, ProducerIdentity, ProducerStamp, Record, now_ms
-from app.errors import (
+from half_store.domain.constants import CONTROL_ABORT, CONTROL_COMMIT
+from half_store.domain.errors import (
     AlreadyResolved,
     ConcurrentTransactions,
     InvalidRequest,
     InvalidTransactionTimeout,
     ProducerFenced,
 )
-from app.log_service import LogService, check_offset_committable, check_partition
-from app.metrics import TRANSACTIONS
-from app.notifier import PartitionKey
-from app.settings import Settings
-from app.stamped_append import (
+from half_store.domain.records import (
+    AppendResult,
+    OffsetCommit,
+    ProducerIdentity,
+    ProducerStamp,
+    Record,
+    now_ms,
+)
+from half_store.domain.txn_state import (
+    TxnState,
+    answers_end_request,
+    final_state,
+    prepare_state,
+)
+from half_store.metrics import TRANSACTIONS
+from half_store.services.log_service import (
+    LogService,
+    check_offset_committable,
+    check_partition,
+)
+from half_store.services.notifier import PartitionKey
+from half_store.services.stamped_append import (
     STAMPED_APPEND,
     StampedAppend,
     lock_open,
@@ -39,12 +56,11 @@ from app.stamped_append import (
     refuse_fenced,
     transaction,
 )
-from app.storage import group_store, log_store, producer_store, txn_store
-from app.storage.log_store import AppendRequest
-from app.storage.schema import CONTROL_ABORT, CONTROL_COMMIT
-from app.storage.txn_store import TransactionRow, TxnPartition
-from app.storage.writer import MergeKind, NotMergeable
-from app.txn_state import TxnState, answers_end_request, final_state, prepare_state
+from half_store.settings import Settings
+from half_store.storage import group_store, log_store, producer_store, txn_store
+from half_store.storage.log_store import AppendRequest
+from half_store.storage.txn_store import TransactionRow, TxnPartition
+from half_store.storage.writer import MergeKind, NotMergeable
 
 log = logging.getLogger(__name__)
 

@@ -23,6 +23,8 @@ from sqlalchemy import (
     UniqueConstraint,
 )
 
+from half_store.domain.constants import CONTROL_NONE, VALUE_JSON
+
 # SQLite only auto-increments an INTEGER PRIMARY KEY.
 BigId = BigInteger().with_variant(Integer, "sqlite")
 
@@ -53,11 +55,6 @@ partitions = Table(
     Column("next_offset", BigInteger, nullable=False, default=0),
     Column("log_start_offset", BigInteger, nullable=False, default=0),
 )
-
-# Control values for messages.control.
-CONTROL_NONE, CONTROL_COMMIT, CONTROL_ABORT = 0, 1, 2
-# Kinds for messages.value_kind.
-VALUE_JSON, VALUE_BINARY = 0, 1
 
 messages = Table(
     "messages",

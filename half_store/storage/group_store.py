@@ -6,9 +6,9 @@ from collections.abc import Sequence
 
 from sqlalchemy import Connection, select
 
-from app.domain import GroupOffset, now_ms
-from app.storage.schema import group_offsets, partitions, topics
-from app.storage.upsert import upsert
+from half_store.domain.records import GroupOffset, now_ms
+from half_store.storage.schema import group_offsets, partitions, topics
+from half_store.storage.upsert import upsert
 
 
 def commit_offsets(conn: Connection, group: str, offsets: Sequence[tuple[int, int, int, str | None]]) -> None:

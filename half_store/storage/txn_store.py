@@ -7,10 +7,14 @@ from dataclasses import dataclass
 
 from sqlalchemy import Connection, bindparam, delete, insert, select, update
 
-from app.domain import now_ms
-from app.storage.schema import transaction_offsets, transaction_partitions, transactions
-from app.storage.upsert import insert_ignoring_existing, update_rows, upsert
-from app.txn_state import UNFINISHED_STATES, TxnState
+from half_store.domain.records import now_ms
+from half_store.domain.txn_state import UNFINISHED_STATES, TxnState
+from half_store.storage.schema import (
+    transaction_offsets,
+    transaction_partitions,
+    transactions,
+)
+from half_store.storage.upsert import insert_ignoring_existing, update_rows, upsert
 
 
 @dataclass(frozen=True, slots=True)

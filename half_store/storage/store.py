@@ -11,14 +11,14 @@ import anyio
 from sqlalchemy import Connection, text
 from sqlalchemy.exc import DataError, OperationalError
 
-from app.constants import SYSTEM_TOPICS
-from app.domain import Topic
-from app.errors import StorageUnavailable, TopicExists, TopicNotFound
-from app.storage import log_store
-from app.storage.checkpointer import Checkpointer
-from app.storage.database import Database
-from app.storage.log_store import AppendRequest
-from app.storage.writer import GroupCommitWriter, LockKey, MergeKind, unstorable
+from half_store.domain.constants import SYSTEM_TOPICS
+from half_store.domain.errors import StorageUnavailable, TopicExists, TopicNotFound
+from half_store.domain.records import Topic
+from half_store.storage import log_store
+from half_store.storage.checkpointer import Checkpointer
+from half_store.storage.database import Database
+from half_store.storage.log_store import AppendRequest
+from half_store.storage.writer import GroupCommitWriter, LockKey, MergeKind, unstorable
 
 T = TypeVar("T")
 P = TypeVar("P")

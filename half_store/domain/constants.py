@@ -23,3 +23,9 @@ MAX_INT32 = 2**31 - 1
 
 def is_system_topic(name: str) -> bool:
     return name.startswith(_RESERVED_PREFIXES)
+
+
+# What a stored message is: a user message, or a transaction's COMMIT or ABORT marker.
+CONTROL_NONE, CONTROL_COMMIT, CONTROL_ABORT = 0, 1, 2
+# How a stored value is encoded: JSON text, or raw bytes (sent as value_base64).
+VALUE_JSON, VALUE_BINARY = 0, 1

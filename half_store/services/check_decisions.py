@@ -9,9 +9,9 @@ from typing import Any
 
 import orjson
 
-from app.storage.schema import VALUE_BINARY
-from half_store.service import CheckCandidate
-from half_store.records import HalfMessage
+from half_store.domain.constants import VALUE_BINARY
+from half_store.domain.half_records import HalfMessage
+from half_store.services.half_messages import CheckCandidate
 
 SIGNATURE_HEADER = "X-Halfmq-Signature"
 

@@ -5,7 +5,7 @@ from __future__ import annotations
 from sqlalchemy import Connection, insert, or_, update
 from sqlalchemy.exc import IntegrityError
 
-from app.storage.schema import leases
+from half_store.storage.schema import leases
 
 
 def try_acquire(conn: Connection, name: str, holder: str, now: int, ttl_ms: int) -> bool:

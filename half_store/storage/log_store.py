@@ -19,8 +19,9 @@ from sqlalchemy import Connection, bindparam, func, insert, select, text, update
 from sqlalchemy.dialects import postgresql
 from sqlalchemy.exc import DataError, DBAPIError, IntegrityError
 
-from app.constants import MAX_INT32
-from app.domain import (
+from half_store.domain.constants import CONTROL_NONE, MAX_INT32
+from half_store.domain.errors import PartitionNotFound, TopicExists, ValidationFailed
+from half_store.domain.records import (
     PackedList,
     PartitionState,
     ProducerStamp,
@@ -29,9 +30,7 @@ from app.domain import (
     Topic,
     now_ms,
 )
-from app.errors import PartitionNotFound, TopicExists, ValidationFailed
-from app.storage.schema import (
-    CONTROL_NONE,
+from half_store.storage.schema import (
     messages,
     partitions,
     topics,

@@ -9,8 +9,14 @@ from collections.abc import Awaitable, Callable, Sequence
 
 from sqlalchemy import Connection
 
-from app.constants import ISOLATION_READ_COMMITTED, is_system_topic
-from app.domain import (
+from half_store.domain.constants import ISOLATION_READ_COMMITTED, is_system_topic
+from half_store.domain.errors import (
+    OffsetOutOfRange,
+    PartitionNotFound,
+    ReservedTopic,
+)
+from half_store.domain.partitioner import partition_for_key
+from half_store.domain.records import (
     AppendResult,
     FetchResult,
     GroupOffset,
@@ -22,17 +28,11 @@ from app.domain import (
     StoredMessage,
     Topic,
 )
-from app.errors import (
-    OffsetOutOfRange,
-    PartitionNotFound,
-    ReservedTopic,
-)
-from app.notifier import PartitionNotifier
-from app.partitioner import partition_for_key
-from app.stamped_append import STAMPED_APPEND, StampedAppend
-from app.storage import group_store, log_store
-from app.storage.log_store import AppendRequest
-from app.storage.store import Store
+from half_store.services.notifier import PartitionNotifier
+from half_store.services.stamped_append import STAMPED_APPEND, StampedAppend
+from half_store.storage import group_store, log_store
+from half_store.storage.log_store import AppendRequest
+from half_store.storage.store import Store
 
 ClientGone = Callable[[], Awaitable[bool]]
 

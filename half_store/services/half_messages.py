@@ -19,23 +19,20 @@ from dataclasses import dataclass, replace
 import orjson
 from sqlalchemy import Connection
 
-from app.constants import CHECK_MAX_TOPIC, HALF_TOPIC, OP_HALF_TOPIC, OP_REMOVE_TAG
-from app.domain import Record, StoredMessage, now_ms, pickled_as_arguments
-from app.errors import (
+from half_store.domain.constants import (
+    CHECK_MAX_TOPIC,
+    HALF_TOPIC,
+    OP_HALF_TOPIC,
+    OP_REMOVE_TAG,
+    VALUE_JSON,
+)
+from half_store.domain.errors import (
     AlreadyResolved,
     HalfMessageNotFound,
     InternalError,
     ListenerNotFound,
 )
-from app.json_bytes import stored_json
-from app.log_service import LogService
-from app.metrics import HALF_MESSAGES
-from app.storage import log_store
-from app.storage.log_store import AppendRequest
-from app.storage.schema import VALUE_JSON
-from app.storage.writer import MergeKind
-from half_store import store
-from half_store.records import (
+from half_store.domain.half_records import (
     PROPERTY_CHECK_IMMUNITY,
     PROPERTY_PRODUCER_GROUP,
     PROPERTY_REAL_QUEUE_ID,
@@ -46,8 +43,21 @@ from half_store.records import (
     Listener,
     first_check_at,
 )
-from half_store.states import HalfState, repeats
-from half_store.store import ResolutionConflict
+from half_store.domain.half_state import HalfState, repeats
+from half_store.domain.json_bytes import stored_json
+from half_store.domain.records import (
+    Record,
+    StoredMessage,
+    now_ms,
+    pickled_as_arguments,
+)
+from half_store.metrics import HALF_MESSAGES
+from half_store.services.log_service import LogService
+from half_store.storage import half_message_store as store
+from half_store.storage import log_store
+from half_store.storage.half_message_store import ResolutionConflict
+from half_store.storage.log_store import AppendRequest
+from half_store.storage.writer import MergeKind
 
 
 @pickled_as_arguments

@@ -11,12 +11,12 @@ import time
 from collections.abc import Awaitable, Callable
 from typing import Any
 
-from app.domain import now_ms
-from app.notifier import PartitionNotifier
-from app.settings import Settings
-from checker.decisions import check_payload, need_discard
-from half_store.records import Listener
-from half_store.service import HalfMessageService
+from half_store.domain.half_records import Listener
+from half_store.domain.records import now_ms
+from half_store.services.check_decisions import check_payload, need_discard
+from half_store.services.half_messages import HalfMessageService
+from half_store.services.notifier import PartitionNotifier
+from half_store.settings import Settings
 
 POLL_RECHECK_SECONDS = 0.25
 

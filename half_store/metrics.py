@@ -1,0 +1,53 @@
+"""The core's Prometheus metrics: what happens behind the HTTP front.
+
+Group commits, half messages, checks, transactions and waiters. ``/metrics`` is the
+front's registry (:mod:`app.metrics`) followed by this one, so each name appears once
+whichever way the broker runs (one process, or a front and a core).
+"""
+
+from __future__ import annotations
+
+from prometheus_client import (
+    CollectorRegistry,
+    Counter,
+    Gauge,
+    ProcessCollector,
+    generate_latest,
+)
+
+CORE_REGISTRY = CollectorRegistry(auto_describe=True)
+
+HALF_MESSAGES = Counter("halfmq_half_messages_total", "Half-message events", ["event"], registry=CORE_REGISTRY)
+CHECKS = Counter("halfmq_checks_total", "Back-checks sent to producers, by answer", ["result"], registry=CORE_REGISTRY)
+TRANSACTIONS = Counter(
+    "halfmq_transactions_total", "Kafka-mode transactions ended, by outcome", ["outcome"], registry=CORE_REGISTRY
+)
+LONG_POLL_WAITERS = Gauge("halfmq_long_poll_waiters", "Fetches waiting for data", registry=CORE_REGISTRY)
+CHECKER_LEADER = Gauge("halfmq_checker_leader", "1 while this process holds the checker lease", registry=CORE_REGISTRY)
+GROUP_COMMITS = Counter(
+    "halfmq_group_commits_total", "Database transactions committed by the group-commit writer", registry=CORE_REGISTRY
+)
+GROUP_COMMIT_UNITS = Counter(
+    "halfmq_group_commit_units_total", "Write units those transactions carried", registry=CORE_REGISTRY
+)
+MERGE_FALLBACKS = Counter(
+    "halfmq_group_commit_merge_fallbacks_total",
+    "Merged runs that failed and were run again one unit at a time",
+    ["kind"],
+    registry=CORE_REGISTRY,
+)
+
+CAREFUL_RERUNS = Counter(
+    "halfmq_group_commit_careful_reruns_total",
+    "Group commits rolled back because a unit failed, and run again with a savepoint per unit",
+    registry=CORE_REGISTRY,
+)
+
+
+def count_core_process() -> None:
+    """In a core of its own, also report that process's CPU and memory (``halfmq_core_process_*``)."""
+    ProcessCollector(namespace="halfmq_core", registry=CORE_REGISTRY)
+
+
+def core_metrics() -> bytes:
+    return generate_latest(CORE_REGISTRY)
