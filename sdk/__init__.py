@@ -13,7 +13,12 @@ The SDK speaks HTTP only (httpx) and never imports broker code.
 
 from sdk._http import NO_RETRY, RetryPolicy
 from sdk._txn_state import TransactionState
-from sdk.aio import AsyncClient, AsyncConsumer, AsyncProducer, AsyncTransactionalProducer
+from sdk.aio import (
+    AsyncClient,
+    AsyncConsumer,
+    AsyncProducer,
+    AsyncTransactionalProducer,
+)
 from sdk.client import Client
 from sdk.consumer import Consumer
 from sdk.errors import (
@@ -56,7 +61,11 @@ from sdk.models import (
     TransactionInfo,
 )
 from sdk.producer import Producer
-from sdk.transaction_listener import LocalTransactionState, TransactionListener, TransactionSendResult
+from sdk.transaction_listener import (
+    LocalTransactionState,
+    TransactionListener,
+    TransactionSendResult,
+)
 from sdk.transaction_producer import TransactionProducer
 from sdk.transactional import TransactionalProducer
 

@@ -137,6 +137,11 @@ def _timeout(base: float, call: Call[Any], pool: float) -> httpx.Timeout:
     return httpx.Timeout(base, read=base + call.extra_timeout, pool=pool)
 
 
+def _auth_headers(token: str | None) -> dict[str, str]:
+    """The bearer token every request of a client carries (the broker's ``HALFMQ_AUTH=token``)."""
+    return {"Authorization": f"Bearer {token}"} if token else {}
+
+
 def _limits(max_connections: int) -> httpx.Limits:
     return httpx.Limits(max_connections=max_connections, max_keepalive_connections=max_connections)
 
@@ -152,12 +157,16 @@ class Transport:
         retry: RetryPolicy | None = None,
         max_connections: int = DEFAULT_MAX_CONNECTIONS,
         pool_timeout: float = DEFAULT_POOL_TIMEOUT,
+        token: str | None = None,
+        verify: bool | str = True,
     ) -> None:
         self.url = url.rstrip("/")
         self.retry = retry or RetryPolicy()
         self._timeout = timeout
         self._pool_timeout = pool_timeout
-        self._client = httpx.Client(base_url=self.url, limits=_limits(max_connections))
+        self._client = httpx.Client(
+            base_url=self.url, limits=_limits(max_connections), headers=_auth_headers(token), verify=verify
+        )
 
     def call(self, call: Call[T]) -> T:
         """Send ``call``, resending per :func:`retry_delay`; return its parsed answer."""
@@ -195,12 +204,16 @@ class AsyncTransport:
         retry: RetryPolicy | None = None,
         max_connections: int = DEFAULT_MAX_CONNECTIONS,
         pool_timeout: float = DEFAULT_POOL_TIMEOUT,
+        token: str | None = None,
+        verify: bool | str = True,
     ) -> None:
         self.url = url.rstrip("/")
         self.retry = retry or RetryPolicy()
         self._timeout = timeout
         self._pool_timeout = pool_timeout
-        self._client = httpx.AsyncClient(base_url=self.url, limits=_limits(max_connections))
+        self._client = httpx.AsyncClient(
+            base_url=self.url, limits=_limits(max_connections), headers=_auth_headers(token), verify=verify
+        )
 
     async def call(self, call: Call[T]) -> T:
         """Send ``call``, resending per :func:`retry_delay`; return its parsed answer."""

@@ -11,7 +11,13 @@ from sdk._api import TopicPartition
 from sdk._http import DEFAULT_MAX_CONNECTIONS, DEFAULT_TIMEOUT, RetryPolicy, Transport
 from sdk.errors import TopicExistsError
 from sdk.message import Message, to_wire
-from sdk.models import CommittedOffset, FetchResult, HalfMessageInfo, TopicMetadata, TransactionInfo
+from sdk.models import (
+    CommittedOffset,
+    FetchResult,
+    HalfMessageInfo,
+    TopicMetadata,
+    TransactionInfo,
+)
 
 
 class Client:

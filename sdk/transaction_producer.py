@@ -27,7 +27,11 @@ from sdk._callback_server import CallbackServer
 from sdk._http import DEFAULT_MAX_CONNECTIONS, DEFAULT_TIMEOUT, RetryPolicy, Transport
 from sdk.errors import HalfmqError, IllegalStateError, ListenerNotFoundError
 from sdk.message import Message, from_wire, to_wire
-from sdk.transaction_listener import LocalTransactionState, TransactionListener, TransactionSendResult
+from sdk.transaction_listener import (
+    LocalTransactionState,
+    TransactionListener,
+    TransactionSendResult,
+)
 
 logger = logging.getLogger("halfmq.sdk")
 

@@ -11,7 +11,13 @@ from sdk._http import DEFAULT_MAX_CONNECTIONS, DEFAULT_TIMEOUT, RetryPolicy
 from sdk.aio._base import AsyncBase
 from sdk.errors import TopicExistsError
 from sdk.message import Message, to_wire
-from sdk.models import CommittedOffset, FetchResult, HalfMessageInfo, TopicMetadata, TransactionInfo
+from sdk.models import (
+    CommittedOffset,
+    FetchResult,
+    HalfMessageInfo,
+    TopicMetadata,
+    TransactionInfo,
+)
 
 
 class AsyncClient(AsyncBase):

@@ -1,4 +1,4 @@
-"""The ``halfmq`` command: ``serve`` and ``db upgrade``."""
+"""The broker's own verbs: ``serve``, ``db upgrade`` and ``bench``."""
 
 from __future__ import annotations
 
@@ -12,9 +12,7 @@ from rich.console import Console
 
 from half_store.settings import Settings
 
-cli = typer.Typer(help="halfmq: a transactional message broker.", no_args_is_help=True)
 db_cli = typer.Typer(help="Database schema management.", no_args_is_help=True)
-cli.add_typer(db_cli, name="db")
 console = Console(stderr=True)
 
 
@@ -23,7 +21,6 @@ def settings_with(**overrides: Any) -> Settings:
     return Settings(**{k: v for k, v in overrides.items() if v is not None})
 
 
-@cli.command()
 def serve(
     host: Annotated[str | None, typer.Option(help="Listen address [env HALFMQ_HOST]")] = None,
     port: Annotated[int | None, typer.Option(help="Listen port [env HALFMQ_PORT]")] = None,
@@ -80,12 +77,7 @@ def migrate(database_url: str, revision: str = "head") -> None:
         database.dispose()
 
 
-@cli.command(context_settings={"allow_extra_args": True, "ignore_unknown_options": True, "help_option_names": []})
 def bench(ctx: typer.Context) -> None:
     """Run the benchmarks (same as `python -m bench`; `halfmq bench --help` for its options)."""
     # A process of its own: the benchmarks drive the broker from outside, and import it.
     raise typer.Exit(subprocess.call([sys.executable, "-m", "bench", *ctx.args]))
-
-
-def main() -> None:
-    cli()

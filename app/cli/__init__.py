@@ -1,0 +1,24 @@
+"""The ``halfmq`` command.
+
+Two kinds of verb: the broker's own (``serve``, ``db``, ``bench``, in :mod:`app.cli.server`),
+and an operator's client that talks to a running broker over its HTTP API like any other
+client (``--url``, ``--token``, ``--json``; see :mod:`app.cli.remote`). The client verbs
+format answers; the API decides.
+"""
+
+from __future__ import annotations
+
+import typer
+
+from app.cli import server
+
+cli = typer.Typer(help="halfmq: a transactional message broker.", no_args_is_help=True)
+cli.command()(server.serve)
+cli.add_typer(server.db_cli, name="db")
+cli.command(context_settings={"allow_extra_args": True, "ignore_unknown_options": True, "help_option_names": []})(
+    server.bench
+)
+
+
+def main() -> None:
+    cli()

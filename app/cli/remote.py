@@ -1,0 +1,94 @@
+"""What every client verb of ``halfmq`` shares: where the broker is, who asks, how answers are shown.
+
+A verb takes the three options below, opens a :class:`Remote` with them and calls the
+broker's HTTP API through the SDK's transport (its retries included). Answers are
+printed as rich tables in a terminal, or as JSON with ``--json``. A refusal from the
+broker prints its code and message on standard error and exits with a code a script
+can test; it never prints a traceback.
+"""
+
+from __future__ import annotations
+
+import json
+import sys
+from collections.abc import Callable, Iterator, Mapping
+from contextlib import contextmanager
+from dataclasses import dataclass
+from typing import Annotated, Any, NoReturn
+
+import typer
+from rich.console import Console, RenderableType
+
+from sdk._http import Call, RetryPolicy, Transport
+from sdk.errors import BrokerUnavailableError, HalfmqError
+
+UrlOption = Annotated[str, typer.Option("--url", envvar="HALFMQ_URL", help="The broker's URL [env HALFMQ_URL]")]
+TokenOption = Annotated[
+    str | None, typer.Option("--token", envvar="HALFMQ_TOKEN", help="Bearer token [env HALFMQ_TOKEN]", show_default=False)
+]
+JsonOption = Annotated[bool, typer.Option("--json", help="Print the broker's JSON instead of tables")]
+DEFAULT_URL = "http://127.0.0.1:8080"
+
+# Exit codes, by what went wrong (2 is click's own: the command line was wrong).
+EXIT_REFUSED = 1  # the broker refused the request (400, 422, 413, 416 ...)
+EXIT_NOT_FOUND = 3
+EXIT_CONFLICT = 4
+EXIT_UNAUTHORIZED = 5  # 401 or 403
+EXIT_UNAVAILABLE = 6  # no answer, or a 5xx
+
+out = Console()
+err = Console(stderr=True)
+
+
+def exit_code_for(error: HalfmqError) -> int:
+    if isinstance(error, BrokerUnavailableError) or (error.status or 0) >= 500:
+        return EXIT_UNAVAILABLE
+    return {401: EXIT_UNAUTHORIZED, 403: EXIT_UNAUTHORIZED, 404: EXIT_NOT_FOUND, 409: EXIT_CONFLICT}.get(
+        error.status or 0, EXIT_REFUSED
+    )
+
+
+def fail(message: str, code: int = EXIT_REFUSED) -> NoReturn:
+    err.print(f"[red]error:[/red] {message}", highlight=False)
+    raise typer.Exit(code)
+
+
+@dataclass
+class Remote:
+    """One broker, as a verb reaches it."""
+
+    transport: Transport
+    as_json: bool
+
+    def request(
+        self,
+        method: str,
+        path: str,
+        *,
+        body: Any = None,
+        params: Mapping[str, Any] | None = None,
+        idempotent: bool = True,
+    ) -> Any:
+        """The parsed answer of ``method path``; a refusal raises the SDK's typed error."""
+        query = {k: v for k, v in (params or {}).items() if v is not None}
+        return self.transport.call(Call(method, path, parse=lambda answer: answer, json=body, params=query, idempotent=idempotent))
+
+    def show(self, answer: Any, render: Callable[[Any], RenderableType | str]) -> None:
+        """Print ``answer``: as JSON with ``--json``, else as ``render`` makes it."""
+        if self.as_json:
+            sys.stdout.write(json.dumps(answer, indent=2, sort_keys=False) + "\n")
+        else:
+            out.print(render(answer))
+
+
+@contextmanager
+def remote(url: str, token: str | None, as_json: bool, *, retry: RetryPolicy | None = None) -> Iterator[Remote]:
+    """A :class:`Remote` for one verb; the broker's refusals become a message and an exit code."""
+    transport = Transport(url, token=token, retry=retry or RetryPolicy(max_attempts=3))
+    try:
+        yield Remote(transport, as_json)
+    except HalfmqError as error:
+        where = f" ({url})" if isinstance(error, BrokerUnavailableError) else ""
+        fail(f"{error.code}: {error.message}{where}", exit_code_for(error))
+    finally:
+        transport.close()
