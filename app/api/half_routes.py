@@ -18,7 +18,7 @@ from half_store.domain.half_state import HalfState
 from half_store.domain.records import now_ms
 from half_store.services.check_decisions import CheckPayload
 
-router = APIRouter(prefix="/v1", responses=ERRORS)  # type: ignore[arg-type]
+router = APIRouter(prefix="/v1", responses=ERRORS)
 MessageIdPath = Annotated[str, Path(min_length=1, max_length=64, pattern=NO_NUL)]
 GroupPath = Annotated[str, Path(min_length=1, max_length=255, pattern=NO_NUL)]
 

@@ -2,7 +2,7 @@
 
 from __future__ import annotations
 
-from typing import Annotated
+from typing import Annotated, Any
 
 from fastapi import APIRouter, Path, Query, Request
 from starlette.responses import Response
@@ -37,8 +37,10 @@ from half_store.domain.records import OffsetCommit, PackedList, ProducerStamp, R
 
 DEFAULT_FETCH_MESSAGES = 500
 # Every error a /v1 route can answer with (429: too many long polls waiting; 503: the database is unreachable).
-ERRORS = {code: {"model": ErrorResponse} for code in (400, 403, 404, 409, 413, 416, 422, 429, 500, 503)}
-router = APIRouter(prefix="/v1", responses=ERRORS)  # type: ignore[arg-type]
+ERRORS: dict[int | str, dict[str, Any]] = {
+    code: {"model": ErrorResponse} for code in (400, 403, 404, 409, 413, 416, 422, 429, 500, 503)
+}
+router = APIRouter(prefix="/v1", responses=ERRORS)
 
 TopicPath = Annotated[str, Path(pattern=TOPIC_NAME_PATTERN)]
 PartitionPath = Annotated[int, Path(ge=0, le=2**31 - 1)]

@@ -23,7 +23,7 @@ from app.api.models import (
 from half_store.domain.records import OffsetCommit
 from half_store.domain.txn_state import TxnState
 
-router = APIRouter(prefix="/v1/transactions", tags=["transactions"], responses=ERRORS)  # type: ignore[arg-type]
+router = APIRouter(prefix="/v1/transactions", tags=["transactions"], responses=ERRORS)
 TxnPath = Annotated[str, Path(min_length=1, max_length=64, pattern=NO_NUL)]
 
 

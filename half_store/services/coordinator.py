@@ -312,7 +312,7 @@ class Coordinator:
         try:
             with conn.begin_nested():
                 return self._complete(conn, prepared)
-        except Exception as error:  # noqa: BLE001 - left prepared on purpose; complete_prepared retries it
+        except Exception as error:  # left prepared on purpose; complete_prepared retries it
             if len(prepared) > 1:
                 raise NotMergeable("phase two failed for a batch of transactions") from error
             log.exception("could not complete transaction %s now; it stays %s", prepared[0].txn_id, prepared[0].state.value)

@@ -301,13 +301,12 @@ def test_a_refused_write_in_a_shared_group_commit_fails_alone(topics: TestClient
 def test_idempotent_batches_sharing_a_group_commit_are_checked_each(topics: TestClient) -> None:
     stamp = topics.post("/v1/producers", json={}).json()
     first = send(topics, "a", 0, None, "x", base_sequence=0, **stamp).json()
-    with ThreadPoolExecutor(4) as pool:
-        with one_group_commit(topics) as queued:
-            retry = pool.submit(send, topics, "a", 0, None, "x", base_sequence=0, **stamp)
-            other_partition = pool.submit(send, topics, "a", 1, None, "y", base_sequence=0, **stamp)
-            other_topic = pool.submit(send, topics, "b", 0, None, "z", base_sequence=0, **stamp)
-            gap = pool.submit(send, topics, "a", 0, None, "late", base_sequence=3, **stamp)
-            queued(4)
+    with ThreadPoolExecutor(4) as pool, one_group_commit(topics) as queued:
+        retry = pool.submit(send, topics, "a", 0, None, "x", base_sequence=0, **stamp)
+        other_partition = pool.submit(send, topics, "a", 1, None, "y", base_sequence=0, **stamp)
+        other_topic = pool.submit(send, topics, "b", 0, None, "z", base_sequence=0, **stamp)
+        gap = pool.submit(send, topics, "a", 0, None, "late", base_sequence=3, **stamp)
+        queued(4)
     assert retry.result().json() == {**first, "duplicate": True}
     assert other_partition.result().json()["offsets"] == [{"partition": 1, "offset": 0}]
     assert other_topic.result().json()["offsets"] == [{"partition": 0, "offset": 0}]

@@ -165,7 +165,11 @@ def check_against_model(conn: Connection, topic: Topic, model: Model, data: st.D
         assert uncommitted == model.uncommitted_view(partition)
 
 
-@settings(max_examples=int(os.environ.get("HALFMQ_PROPERTY_EXAMPLES", "80")), deadline=None, suppress_health_check=[HealthCheck.function_scoped_fixture, HealthCheck.too_slow])
+@settings(
+    max_examples=int(os.environ.get("HALFMQ_PROPERTY_EXAMPLES", "80")),
+    deadline=None,
+    suppress_health_check=[HealthCheck.function_scoped_fixture, HealthCheck.too_slow],
+)
 @given(ops=operations, data=st.data())
 def test_read_committed_matches_the_model(engine: Engine, ops: list[tuple[Any, ...]], data: st.DataObject) -> None:
     with engine.connect() as conn, conn.begin() as outer:
