@@ -56,16 +56,26 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--db", choices=["sqlite", "postgresql", "both"], default="both")
     parser.add_argument("--duration", type=float, default=10.0, help="seconds per scenario (default 10)")
     parser.add_argument("--skip-peers", action="store_true", help="do not measure RabbitMQ and NATS")
-    parser.add_argument("--peer-clients", type=int, default=8, help="RabbitMQ client processes / NATS publishers in flight for the concurrent rows")
-    parser.add_argument("--soak", type=float, default=0.0, metavar="SECONDS", help="also run a mixed-load RSS soak this long (on the first --db)")
+    parser.add_argument(
+        "--peer-clients", type=int, default=8,
+        help="RabbitMQ client processes / NATS publishers in flight for the concurrent rows",
+    )
+    parser.add_argument(
+        "--soak", type=float, default=0.0, metavar="SECONDS", help="also run a mixed-load RSS soak this long (on the first --db)"
+    )
     parser.add_argument("--soak-only", action="store_true", help="run only the soak and add it to the existing --output file")
-    parser.add_argument("--profile", type=Path, default=None, metavar="DIR", help="py-spy record the broker during each halfmq scenario into DIR (slows it down)")
+    parser.add_argument(
+        "--profile", type=Path, default=None, metavar="DIR",
+        help="py-spy record the broker during each halfmq scenario into DIR (slows it down)",
+    )
     parser.add_argument("--only", default=None, metavar="KEYS",
-                        help="comma-separated scenario keys to run (" + "produce-1, produce-100, produce-1000, pairs, notxn, txn, txn-producer, fetch" + "); default all")
+                        help="comma-separated scenario keys to run ("
+                        + "produce-1, produce-100, produce-1000, pairs, notxn, txn, txn-producer, fetch" + "); default all")
     parser.add_argument("--no-checker", action="store_true", help="start the broker with HALFMQ_RUN_CHECKER=false")
     parser.add_argument("--output", type=Path, default=None, help="write the results as JSON (e.g. docs/benchmarks.json)")
     parser.add_argument("--broker-root", type=Path, default=None, metavar="DIR",
-                        help="measure the broker from this source tree (e.g. `git archive HEAD | tar -x -C DIR`) instead of the working tree")
+                        help="measure the broker from this source tree (e.g. `git archive HEAD | tar -x -C DIR`) "
+                        "instead of the working tree")
     args = parser.parse_args(argv)
     if args.broker_root is not None:
         # Before any broker module is imported: the in-process parts (raw DB ceiling, plans) use it too.
@@ -119,7 +129,9 @@ def main(argv: list[str] | None = None) -> int:
         ceiling.stop()
 
     if not args.skip_peers:
-        scenarios.log(f"peers: RabbitMQ (1 and {args.peer_clients} clients), NATS JetStream (1 and {args.peer_clients * 8} in flight)")
+        scenarios.log(
+            f"peers: RabbitMQ (1 and {args.peer_clients} clients), NATS JetStream (1 and {args.peer_clients * 8} in flight)"
+        )
         measured = [
             peers.rabbitmq("confirm", 1, args.duration),
             peers.rabbitmq("confirm", args.peer_clients, args.duration),
@@ -129,7 +141,8 @@ def main(argv: list[str] | None = None) -> int:
             peers.nats_jetstream(args.peer_clients * 8, args.duration),
         ]
         for peer in measured:
-            how = "pika BlockingConnection, 1 process per client" if "RabbitMQ" in peer.name else "nats-py, publishers awaiting acks"
+            rabbit = "RabbitMQ" in peer.name
+            how = "pika BlockingConnection, 1 process per client" if rabbit else "nats-py, publishers awaiting acks"
             rows.append(
                 scenarios.Row("peer", "-", peer.name.lower().replace(" ", "-"), peer.name, "msgs/s", round(peer.rate, 1),
                               messages_per_s=round(peer.rate, 1), p50_ms=round(peer.p50_ms, 2), p99_ms=round(peer.p99_ms, 2),

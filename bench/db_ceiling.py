@@ -44,7 +44,8 @@ class RawResult:
 
 
 def _row(topic_id: int, partition: int, offset: int) -> log_store.MessageRow:
-    return log_store.message_row(topic_id, partition, offset, Record(None, RAW_VALUE, VALUE_JSON, None, now_ms()), ProducerStamp(), None)
+    record = Record(None, RAW_VALUE, VALUE_JSON, None, now_ms())
+    return log_store.message_row(topic_id, partition, offset, record, ProducerStamp(), None)
 
 
 def measure(database_url: str, duration: float) -> list[RawResult]:

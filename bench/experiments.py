@@ -43,7 +43,10 @@ def compare(kind: str, variants: list[tuple[str, int | None, dict[str, object]]]
                     record = scenarios.row_dict(row)
                     record["variant"] = name
                     out.append(record)
-                    scenarios.log(f"{kind} [{name}] {spec.key}: {row.rate:,.1f} {spec.unit} p50 {row.p50_ms} ms p99 {row.p99_ms} ms cpu {row.server_cpu}")
+                    scenarios.log(
+                        f"{kind} [{name}] {spec.key}: {row.rate:,.1f} {spec.unit} "
+                        f"p50 {row.p50_ms} ms p99 {row.p99_ms} ms cpu {row.server_cpu}"
+                    )
             finally:
                 server.stop()
     return out
@@ -59,9 +62,16 @@ def main() -> int:
     if args.db in ("postgresql", "both"):
         rows += compare("postgresql", [("writer threads 4 (default)", None, {}), ("writer threads 1", 1, {})], args.duration)
     if args.db in ("sqlite", "both"):
-        rows += compare("sqlite", [("synchronous FULL (default)", None, {}), ("synchronous NORMAL", None, {"sqlite_synchronous": "NORMAL"})], args.duration)
+        rows += compare(
+            "sqlite",
+            [("synchronous FULL (default)", None, {}), ("synchronous NORMAL", None, {"sqlite_synchronous": "NORMAL"})],
+            args.duration,
+        )
     for row in rows:
-        print(f"{row['db']:<10} {row['variant']:<28} {row['label']:<36} {row['rate']:>9,.1f} {row['unit']:<9} p50 {row['p50_ms']:>8.1f} ms  p99 {row['p99_ms']:>8.1f} ms  cpu {row['server_cpu']}")
+        print(
+            f"{row['db']:<10} {row['variant']:<28} {row['label']:<36} {row['rate']:>9,.1f} {row['unit']:<9} "
+            f"p50 {row['p50_ms']:>8.1f} ms  p99 {row['p99_ms']:>8.1f} ms  cpu {row['server_cpu']}"
+        )
     if args.output is not None:
         previous = json.loads(args.output.read_text()) if args.output.exists() else {}
         previous["experiments"] = {"command": "python -m bench.experiments " + " ".join(sys.argv[1:]), "rows": rows}

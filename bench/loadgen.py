@@ -15,6 +15,7 @@ import multiprocessing
 import os
 import time
 from dataclasses import dataclass
+from typing import Any
 
 import orjson
 
@@ -180,7 +181,9 @@ async def _process_main(port: int, chain_name: str, connections: int, start_at: 
     }
 
 
-def _process_entry(port: int, chain_name: str, connections: int, start_at: float, duration: float, out: multiprocessing.Queue) -> None:  # type: ignore[type-arg]
+def _process_entry(
+    port: int, chain_name: str, connections: int, start_at: float, duration: float, out: multiprocessing.Queue[Any]
+) -> None:
     try:
         import uvloop
 
@@ -239,15 +242,15 @@ def run(url: str, chain_name: str, *, concurrency: int, duration: float, process
     failures = [r["failure"] for r in results if "failure" in r]
     if failures:
         raise RuntimeError(f"load generator failed: {failures}")
-    latencies = [lat for r in results for lat in r["latencies"]]  # type: ignore[union-attr]
-    errors = [e for r in results for e in r["errors"]]  # type: ignore[union-attr]
+    latencies = [lat for r in results for lat in r["latencies"]]
+    errors = [e for r in results for e in r["errors"]]
     return LoadResult(
-        ops=sum(int(r["ops"]) for r in results),  # type: ignore[arg-type]
-        requests=sum(int(r["requests"]) for r in results),  # type: ignore[arg-type]
-        seconds=max(float(r["seconds"]) for r in results),  # type: ignore[arg-type]
+        ops=sum(int(r["ops"]) for r in results),
+        requests=sum(int(r["requests"]) for r in results),
+        seconds=max(float(r["seconds"]) for r in results),
         errors=len(errors),
         error_samples=[e for e in errors if e][:5],
         p50_ms=percentile(latencies, 50) * 1000,
         p99_ms=percentile(latencies, 99) * 1000,
-        client_cpu=[round(float(r["cpu"]) / float(r["seconds"]), 3) for r in results],  # type: ignore[arg-type]
+        client_cpu=[round(float(r["cpu"]) / float(r["seconds"]), 3) for r in results],
     )

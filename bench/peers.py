@@ -12,9 +12,11 @@
 from __future__ import annotations
 
 import asyncio
+import contextlib
 import multiprocessing
 import time
 from dataclasses import dataclass
+from typing import Any
 
 from bench.loadgen import percentile
 from bench.payloads import PEER_PAYLOAD
@@ -39,7 +41,7 @@ class PeerResult:
         return self.messages / self.seconds if self.seconds else 0.0
 
 
-def _rabbit_connection():  # type: ignore[no-untyped-def]
+def _rabbit_connection() -> Any:  # a pika BlockingConnection; pika has no type information
     import pika
 
     params = pika.ConnectionParameters(
@@ -48,7 +50,7 @@ def _rabbit_connection():  # type: ignore[no-untyped-def]
     return pika.BlockingConnection(params)
 
 
-def _rabbit_worker(mode: str, start_at: float, duration: float, out: multiprocessing.Queue) -> None:  # type: ignore[type-arg]
+def _rabbit_worker(mode: str, start_at: float, duration: float, out: multiprocessing.Queue[Any]) -> None:
     import pika
 
     try:
@@ -102,7 +104,7 @@ def rabbitmq(mode: str, clients: int, duration: float) -> PeerResult:
         connection = _rabbit_connection()
         connection.channel().queue_delete(RABBIT_QUEUE)
         connection.close()
-    except Exception:  # noqa: BLE001, S110 - best-effort clean-up
+    except Exception:  # noqa: BLE001 - best-effort clean-up
         pass
     failures = [r["failure"] for r in results if "failure" in r]
     if failures:
@@ -126,10 +128,8 @@ async def _nats(concurrency: int, duration: float) -> PeerResult:
     nc = await nats.connect("nats://127.0.0.1:4222", connect_timeout=5, max_reconnect_attempts=0)
     js = nc.jetstream()
     try:
-        try:
+        with contextlib.suppress(Exception):  # not there yet
             await js.delete_stream(NATS_STREAM)
-        except Exception:  # noqa: BLE001, S110 - not there yet
-            pass
         await js.add_stream(StreamConfig(name=NATS_STREAM, subjects=[NATS_SUBJECT], storage=StorageType.FILE))
         latencies: list[float] = []
         began = time.monotonic()

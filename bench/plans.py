@@ -8,7 +8,7 @@ on SQLite, ``EXPLAIN (ANALYZE, BUFFERS)`` on PostgreSQL).
 
 from __future__ import annotations
 
-from collections.abc import Callable
+from collections.abc import Callable, Sequence
 from typing import Any
 
 from sqlalchemy import Connection, event, select
@@ -43,7 +43,8 @@ def explain(database_url: str) -> dict[str, dict[str, str]]:
         with database.reader.connect() as conn:
             topic = log_store.find_topic(conn, TOPIC)
             assert topic is not None, "run the scenarios first"
-            high = conn.execute(select(messages.c.offset).where(messages.c.topic_id == topic.topic_id).order_by(messages.c.offset.desc()).limit(1)).scalar() or 0
+            newest = select(messages.c.offset).where(messages.c.topic_id == topic.topic_id).order_by(messages.c.offset.desc())
+            high = conn.execute(newest.limit(1)).scalar() or 0
             start = max(0, int(high) // 2)
             # (name, the broker function that sends it, a table only that statement reads)
             queries: list[tuple[str, Callable[[Connection], object], str]] = [
@@ -70,7 +71,7 @@ def explain(database_url: str) -> dict[str, dict[str, str]]:
         database.dispose()
 
 
-def _depth(rows: list[Any], row: Any) -> int:
+def _depth(rows: Sequence[Any], row: Any) -> int:
     """Nesting depth of an EXPLAIN QUERY PLAN row (id, parent, notused, detail)."""
     parents = {r[0]: r[1] for r in rows}
     depth, parent = 0, row[1]
@@ -128,7 +129,8 @@ def populate(database_url: str, rows: int) -> None:
                 ])
                 conn.execute(insert(transaction_partitions), [
                     {"txn_id": f"txn-{i // PARTITIONS}", "topic_id": topic.topic_id, "partition": i % PARTITIONS,
-                     "first_offset": i // PARTITIONS, "marker_offset": None if i >= recent else i // PARTITIONS + 1, "aborted": False}
+                     "first_offset": i // PARTITIONS, "marker_offset": None if i >= recent else i // PARTITIONS + 1,
+                     "aborted": False}
                     for i in span
                 ])
         if database.is_sqlite:
@@ -163,7 +165,8 @@ def main() -> int:
             print(f"== {kind}: {name}\n{plan['plan']}\n")
     if args.output is not None:
         previous = json.loads(args.output.read_text()) if args.output.exists() else {}
-        previous["plans_at_scale"] = {"command": "python -m bench.plans --rows %d" % args.rows, "rows": args.rows, "plans": found}
+        command = f"python -m bench.plans --rows {args.rows}"
+        previous["plans_at_scale"] = {"command": command, "rows": args.rows, "plans": found}
         args.output.write_text(json.dumps(previous, indent=2, default=str) + "\n")
     return 0
 

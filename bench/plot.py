@@ -57,7 +57,7 @@ def svg(results: dict[str, Any]) -> str:
         "black mark: goal</text>",
     ]
     for n, db in enumerate(databases):
-        x = 10 + n * 110
+        x: float = 10 + n * 110
         parts.append(f'<rect x="{x}" y="41" width="10" height="10" fill="{COLOURS[db]}"/>')
         parts.append(f'<text x="{x + 14}" y="50">{escape(db)}</text>')
     for percent in range(0, 101, 25):

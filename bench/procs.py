@@ -132,7 +132,9 @@ def broker_source() -> dict[str, object]:
         info["dirty"] = []
         return info
     try:
-        info["commit"] = subprocess.run(["git", "-C", str(BROKER_ROOT), "rev-parse", "HEAD"], capture_output=True, text=True, check=False).stdout.strip()
+        info["commit"] = subprocess.run(
+            ["git", "-C", str(BROKER_ROOT), "rev-parse", "HEAD"], capture_output=True, text=True, check=False
+        ).stdout.strip()
         status = subprocess.run(
             ["git", "-C", str(BROKER_ROOT), "status", "--porcelain", "--", "app", "half_store", "checker", "migrations"],
             capture_output=True, text=True, check=False,

@@ -28,7 +28,8 @@ def start(pid: int, output: Path, duration: float) -> subprocess.Popen[bytes] | 
         return None
     output.parent.mkdir(parents=True, exist_ok=True)
     return subprocess.Popen(
-        [binary, "record", "-p", str(pid), "-d", str(max(1, int(duration))), "-r", "97", "-f", "raw", "-o", str(output), "--nonblocking"],
+        [binary, "record", "-p", str(pid), "-d", str(max(1, int(duration))), "-r", "97", "-f", "raw", "-o", str(output),
+         "--nonblocking"],
         stdout=subprocess.DEVNULL,
         stderr=subprocess.DEVNULL,
     )
@@ -64,7 +65,9 @@ def summarise(path: Path, top: int = 15) -> dict[str, object]:
         self_counts[frames[-1]] += count
         for name in set(frames):
             inclusive[name] += count
-    own = [(n, c) for n, c in inclusive.most_common() if any(p in n for p in ("app/", "half_store/", "checker/", "(sqlalchemy", "sqlalchemy/", "psycopg", "sqlite3", "pydantic", "fastapi/", "starlette/", "uvicorn/", "orjson"))]
+    ours = ("app/", "half_store/", "checker/", "(sqlalchemy", "sqlalchemy/", "psycopg", "sqlite3", "pydantic", "fastapi/",
+            "starlette/", "uvicorn/", "orjson")
+    own = [(n, c) for n, c in inclusive.most_common() if any(p in n for p in ours)]
     return {
         "samples": total,
         "self": [(n, round(100 * c / total, 1)) for n, c in self_counts.most_common(top)] if total else [],

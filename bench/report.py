@@ -12,6 +12,13 @@ def _find(rows: list[dict[str, Any]], section: str, db: str, scenario: str) -> d
     return next((r for r in rows if r["section"] == section and r["db"] == db and r["scenario"] == scenario), None)
 
 
+def _found(rows: list[dict[str, Any]], section: str, db: str, scenario: str) -> dict[str, Any]:
+    """A row that is there because a figure of another row was computed from it."""
+    row = _find(rows, section, db, scenario)
+    assert row is not None, f"no {section} row for {db} {scenario}"
+    return row
+
+
 RAW_FOR = {
     "produce-1": "insert 1/txn",
     "pairs": "insert 1/txn",
@@ -62,8 +69,9 @@ def goals(results: dict[str, Any]) -> list[dict[str, Any]]:
             row = _find(rows, "halfmq", db, scenario)
             if row and "vs_ceiling" in row:
                 ratio = row["vs_ceiling"]
+                ceiling = _found(rows, "ceiling", db, scenario)
                 out.append({"db": db, "goal": text, "value": f"{ratio:.1%}", "target": f">= {target:.0%}", "met": ratio >= target,
-                            "detail": f"{row['rate']:,.0f} vs {_find(rows, 'ceiling', db, scenario)['rate']:,.0f} {row['unit']}"})
+                            "detail": f"{row['rate']:,.0f} vs {ceiling['rate']:,.0f} {row['unit']}"})
         pairs = _find(rows, "halfmq", db, "pairs")
         if pairs and rabbit_tx is not None:
             detail = f"{pairs['rate'] / rabbit_tx:.2f}x" if rabbit_tx else ""
@@ -79,7 +87,7 @@ def goals(results: dict[str, Any]) -> list[dict[str, Any]]:
             if not txn or "txn_overhead" not in txn:
                 continue
             overhead = txn["txn_overhead"]
-            plain = _find(rows, "halfmq", db, "notxn")
+            plain = _found(rows, "halfmq", db, "notxn")
             detail = f"{txn['rate']:,.1f} txn/s vs {plain['rate']:,.1f} batches/s"
             free_txn, free_plain = _find(rows, "ceiling", db, scenario), _find(rows, "ceiling", db, "notxn")
             if free_txn and free_plain and free_plain["rate"]:
@@ -90,15 +98,18 @@ def goals(results: dict[str, Any]) -> list[dict[str, Any]]:
                 # Both sides stalled (e.g. lock waits): a ratio of two stalls says nothing about the transaction.
                 met = None
                 detail += f"; not meaningful: the baseline itself runs at {plain.get('vs_ceiling', 0):.0%} of its ceiling"
-            out.append({"db": db, "goal": f"mode-2 transaction overhead ({style}) <= 10% vs the same 4 requests without a transaction",
-                        "value": f"{overhead:.1%}", "target": "<= 10%", "met": met, "detail": detail})
+            goal = f"mode-2 transaction overhead ({style}) <= 10% vs the same 4 requests without a transaction"
+            out.append({"db": db, "goal": goal, "value": f"{overhead:.1%}", "target": "<= 10%", "met": met, "detail": detail})
         rss = max((r["rss_mb"] or 0 for r in rows if r["section"] == "halfmq" and r["db"] == db), default=0)
-        out.append({"db": db, "goal": "broker RSS under load < 250 MB", "value": f"{rss:.0f} MB", "target": "< 250 MB", "met": rss < GOAL_RSS_MB, "detail": "max over all scenarios"})
+        out.append({"db": db, "goal": "broker RSS under load < 250 MB", "value": f"{rss:.0f} MB", "target": "< 250 MB",
+                    "met": rss < GOAL_RSS_MB, "detail": "max over all scenarios"})
     for soak in results.get("soak", []):
-        out.append({"db": soak["db"], "goal": f"RSS flat over a {soak['seconds']:.0f}s soak", "value": f"{soak['growth_mb']:+.1f} MB",
+        out.append({"db": soak["db"], "goal": f"RSS flat over a {soak['seconds']:.0f}s soak",
+                    "value": f"{soak['growth_mb']:+.1f} MB",
                     "target": f"growth < {GOAL_SOAK_GROWTH_MB:.0f} MB, max < 250 MB",
                     "met": soak["growth_mb"] < GOAL_SOAK_GROWTH_MB and soak["max_mb"] < GOAL_RSS_MB,
-                    "detail": f"first fifth {soak['first_fifth_median_mb']} MB, last fifth {soak['last_fifth_median_mb']} MB, max {soak['max_mb']} MB"})
+                    "detail": f"first fifth {soak['first_fifth_median_mb']} MB, last fifth {soak['last_fifth_median_mb']} MB, "
+                              f"max {soak['max_mb']} MB"})
     return out
 
 
@@ -110,11 +121,12 @@ def _fmt(value: Any, digits: int = 0) -> str:
     return str(value)
 
 
-HEADER = ("section", "db", "scenario", "conc", "rate", "unit", "msgs/s", "p50 ms", "p99 ms", "vs ceiling", "vs raw DB", "RSS MB", "srv cpu", "host cpu", "errors")
+HEADER = ("section", "db", "scenario", "conc", "rate", "unit", "msgs/s", "p50 ms", "p99 ms", "vs ceiling", "vs raw DB", "RSS MB",
+          "srv cpu", "host cpu", "errors")
 
 
 def table_rows(rows: list[dict[str, Any]]) -> list[tuple[str, ...]]:
-    out = []
+    out: list[tuple[str, ...]] = []
     for r in rows:
         ratio = r.get("vs_ceiling")
         ratio_text = "-" if ratio is None else f"{ratio:.0%}"
@@ -146,7 +158,11 @@ def table_rows(rows: list[dict[str, Any]]) -> list[tuple[str, ...]]:
 def text_table(rows: list[dict[str, Any]]) -> str:
     body = table_rows(rows)
     widths = [max(len(h), *(len(b[i]) for b in body)) if body else len(h) for i, h in enumerate(HEADER)]
-    line = lambda cells: "  ".join(c.ljust(w) if i < 3 or i == 5 else c.rjust(w) for i, (c, w) in enumerate(zip(cells, widths)))  # noqa: E731
+
+    def line(cells: tuple[str, ...]) -> str:
+        padded = (c.ljust(w) if i < 3 or i == 5 else c.rjust(w) for i, (c, w) in enumerate(zip(cells, widths, strict=True)))
+        return "  ".join(padded)
+
     return "\n".join([line(HEADER), line(tuple("-" * w for w in widths)), *(line(b) for b in body)])
 
 
@@ -160,9 +176,15 @@ def markdown_table(rows: list[dict[str, Any]]) -> str:
 def goals_text(items: list[dict[str, Any]], markdown: bool = False) -> str:
     if markdown:
         out = ["| db | goal | value | target | met | detail |", "|---|---|---|---|---|---|"]
-        out += [f"| {g['db']} | {g['goal']} | {g['value']} | {g['target']} | {_verdict(g['met'], True)} | {g['detail']} |" for g in items]
+        out += [
+            f"| {g['db']} | {g['goal']} | {g['value']} | {g['target']} | {_verdict(g['met'], True)} | {g['detail']} |"
+            for g in items
+        ]
         return "\n".join(out)
-    return "\n".join(f"[{_verdict(g['met'], False)}] {g['db']:<10} {g['goal']}: {g['value']} (target {g['target']}; {g['detail']})" for g in items)
+    return "\n".join(
+        f"[{_verdict(g['met'], False)}] {g['db']:<10} {g['goal']}: {g['value']} (target {g['target']}; {g['detail']})"
+        for g in items
+    )
 
 
 def _verdict(met: bool | None, markdown: bool) -> str:
@@ -176,14 +198,16 @@ def _verdict(met: bool | None, markdown: bool) -> str:
 def render(results: dict[str, Any]) -> str:
     parts = [text_table(results["rows"]), "", "Goals:", goals_text(results["goals"])]
     for soak in results.get("soak", []):
-        parts.append(f"Soak {soak['db']} {soak['seconds']:.0f}s: RSS {soak['first_fifth_median_mb']} -> {soak['last_fifth_median_mb']} MB (max {soak['max_mb']}), "
+        parts.append(f"Soak {soak['db']} {soak['seconds']:.0f}s: RSS {soak['first_fifth_median_mb']} -> "
+                     f"{soak['last_fifth_median_mb']} MB (max {soak['max_mb']}), "
                      f"produce {soak['produce_rate']} req/s + {soak['pair_rate']} pairs/s, errors {soak['errors']}")
     return "\n".join(parts)
 
 
 def markdown(results: dict[str, Any]) -> str:
     """The generated part of docs/benchmarks.md: tables, goals, soak, experiments and plans."""
-    parts = ["### Results", "", markdown_table(results["rows"]), "", "### Goals", "", goals_text(results["goals"], markdown=True), ""]
+    parts = ["### Results", "", markdown_table(results["rows"]), "", "### Goals", ""]
+    parts += [goals_text(results["goals"], markdown=True), ""]
     for soak in results.get("soak", []):
         series = ", ".join(f"{mb:.0f}" for _, mb in soak["samples_mb"])
         parts += [
@@ -200,14 +224,17 @@ def markdown(results: dict[str, Any]) -> str:
     experiments = results.get("experiments")
     if experiments:
         parts += ["### Experiments (unmodified broker, one knob changed)", "", f"`{experiments['command']}`", "",
-                  "| db | variant | scenario | rate | unit | p50 ms | p99 ms | srv cpu | errors |", "|---|---|---|---|---|---|---|---|---|"]
+                  "| db | variant | scenario | rate | unit | p50 ms | p99 ms | srv cpu | errors |",
+                  "|---|---|---|---|---|---|---|---|---|"]
         for r in experiments["rows"]:
-            parts.append(f"| {r['db']} | {r['variant']} | {r['label']} | {r['rate']:,.1f} | {r['unit']} | {r['p50_ms']:,.1f} | {r['p99_ms']:,.1f} | {r['server_cpu']} | {r['errors']} |")
+            parts.append(f"| {r['db']} | {r['variant']} | {r['label']} | {r['rate']:,.1f} | {r['unit']} | {r['p50_ms']:,.1f} "
+                         f"| {r['p99_ms']:,.1f} | {r['server_cpu']} | {r['errors']} |")
         parts.append("")
     at_scale = results.get("plans_at_scale")
     if at_scale:
         parts += [f"### Query plans at {at_scale['rows']:,} rows per table (`bench.plans`)", "",
-                  f"`{at_scale['command']}`: synthetic history where everything but the newest 1 % is finished, then ANALYZE.", ""]
+                  f"`{at_scale['command']}`: synthetic history where everything but the newest 1 % is finished, "
+                  "then ANALYZE.", ""]
         for db, found in at_scale["plans"].items():
             for name, plan in found.items():
                 parts += [f"**{db}: {name}**", "", "```", plan.get("plan", ""), "```", ""]
@@ -221,5 +248,6 @@ def markdown(results: dict[str, Any]) -> str:
 if __name__ == "__main__":
     import json
     import sys
+    from pathlib import Path
 
-    print(markdown(json.loads(open(sys.argv[1]).read())))
+    print(markdown(json.loads(Path(sys.argv[1]).read_text())))

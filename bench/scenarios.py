@@ -108,26 +108,31 @@ def fetchable_high(url: str) -> int:
     return min(int(p["last_stable_offset"]) for p in described["partitions"])
 
 
-def measure(spec: Spec, server: procs.Server, duration: float, *, fetch_high: int = 0, profile_to: Path | None = None) -> tuple[Any, procs.RssSampler, dict[str, Any]]:
+def measure(
+    spec: Spec, server: procs.Server, duration: float, *, fetch_high: int = 0, profile_to: Path | None = None
+) -> tuple[Any, procs.RssSampler, dict[str, Any]]:
     spy = profiling.start(server.pid, profile_to, duration) if profile_to is not None else None
     extra: dict[str, Any] = {}
     with procs.RssSampler(server.pid) as sampler:
         if spec.kind == "wrk-post":
             result: Any = wrk.post(server.url, spec.path, spec.body, connections=spec.concurrency, duration=duration)
         elif spec.kind == "wrk-fetch":
-            result = wrk.fetch(server.url, payloads.TOPIC, payloads.PARTITIONS, fetch_high, FETCH_PAGE, connections=spec.concurrency, duration=duration)
+            result = wrk.fetch(
+                server.url, payloads.TOPIC, payloads.PARTITIONS, fetch_high, FETCH_PAGE,
+                connections=spec.concurrency, duration=duration,
+            )
         else:
             result = loadgen.run(server.url, spec.chain, concurrency=spec.concurrency, duration=duration)
             extra["client_cpu"] = result.client_cpu
             extra["requests_per_s"] = round(result.requests / result.seconds, 1) if result.seconds else 0
             if result.error_samples:
                 extra["error_samples"] = result.error_samples
-    if spy is not None:
+    if spy is not None and profile_to is not None:
         try:
             spy.wait(duration + 30)
         except Exception:  # noqa: BLE001
             spy.kill()
-        extra["profile"] = profiling.summarise(profile_to)  # type: ignore[arg-type]
+        extra["profile"] = profiling.summarise(profile_to)
     return result, sampler, extra
 
 
@@ -259,7 +264,12 @@ def versions(kind: str) -> str:
 
 
 def run_database(
-    kind: str, ceiling: procs.Server, duration: float, profile_dir: Path | None, broker_settings: dict[str, Any], specs: list[Spec] = SPECS
+    kind: str,
+    ceiling: procs.Server,
+    duration: float,
+    profile_dir: Path | None,
+    broker_settings: dict[str, Any],
+    specs: list[Spec] = SPECS,
 ) -> tuple[list[Row], dict[str, Any]]:
     rows: list[Row] = []
     meta: dict[str, Any] = {"version": versions(kind)}
@@ -320,7 +330,10 @@ def client_check(ceiling: procs.Server, duration: float) -> list[Row]:
     wrk_row = to_row("check", "-", spec, result, sampler, extra, loadgen_name(spec))
     wrk_row.scenario = "client-check-wrk"
     wrk_row.label = "produce 1 msg/request (wrk, same run)"
-    log(f"client check: bench.loadgen {row.rate:,.0f} req/s (client cpu {row.extra['client_cpu']}) vs wrk {wrk_row.rate:,.0f} req/s")
+    log(
+        f"client check: bench.loadgen {row.rate:,.0f} req/s (client cpu {row.extra['client_cpu']}) "
+        f"vs wrk {wrk_row.rate:,.0f} req/s"
+    )
     return [row, wrk_row]
 
 

@@ -13,6 +13,7 @@ import os
 import secrets
 import socket
 import time
+from collections.abc import Awaitable, Callable
 from datetime import datetime, timedelta
 
 import httpx
@@ -82,7 +83,7 @@ class BackgroundJobs:
             leader = await self.store.write(
                 lambda conn: lease_store.try_acquire(conn, LEASE_NAME, self.holder, now_ms(), int(ttl * 1000))
             )
-        except Exception:  # noqa: BLE001 - a database hiccup: the lease lapses on its own, retry next time
+        except Exception:  # a database hiccup: the lease lapses on its own, retry next time
             log.warning("could not renew the checker lease", exc_info=True)
             leader = False
         was_leader = self.is_leader
@@ -100,10 +101,10 @@ class BackgroundJobs:
     async def clean_up(self) -> None:
         await self._guarded("retention", self.retention.run_once)
 
-    async def _guarded(self, name: str, job) -> None:  # type: ignore[no-untyped-def]
+    async def _guarded(self, name: str, job: Callable[[], Awaitable[object]]) -> None:
         if not self.is_leader:
             return
         try:
             await job()
-        except Exception:  # noqa: BLE001 - a failed round is retried next interval
+        except Exception:  # a failed round is retried next interval
             log.exception("%s job failed", name)

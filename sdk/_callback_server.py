@@ -49,7 +49,7 @@ class _CheckHandler(BaseHTTPRequestHandler):
     server: _Server
     server_version = "halfmq-sdk-callback"
 
-    def do_POST(self) -> None:  # noqa: N802 (http.server naming)
+    def do_POST(self) -> None:  # http.server's naming
         try:
             length = int(self.headers.get("Content-Length", ""))
         except ValueError:
@@ -72,7 +72,7 @@ class _CheckHandler(BaseHTTPRequestHandler):
             return
         self._reply(200, {"state": self.server.answer(check)})
 
-    def do_GET(self) -> None:  # noqa: N802
+    def do_GET(self) -> None:  # http.server's naming
         self._reply(200, {"status": "ok"})
 
     def _reply(self, status: int, payload: dict[str, Any]) -> None:
@@ -83,7 +83,7 @@ class _CheckHandler(BaseHTTPRequestHandler):
         self.end_headers()
         self.wfile.write(data)
 
-    def log_message(self, format: str, *args: Any) -> None:  # noqa: A002
+    def log_message(self, format: str, *args: Any) -> None:  # http.server's signature
         logger.debug("callback server: " + format, *args)
 
 

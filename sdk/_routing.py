@@ -78,6 +78,4 @@ def outcome_unknown(exc: BaseException) -> bool:
     """
     if isinstance(exc, _DEFINITE_REJECTIONS_THAT_BREAK_THE_SESSION):
         return True
-    if isinstance(exc, HalfmqError) and exc.status is not None and 400 <= exc.status < 500:
-        return False
-    return True
+    return not (isinstance(exc, HalfmqError) and exc.status is not None and 400 <= exc.status < 500)

@@ -8,6 +8,8 @@ asyncio :class:`TransactionalProducer` drive the same manager.
 
 from __future__ import annotations
 
+import contextlib
+from collections.abc import Iterator
 from enum import Enum
 
 from sdk._api import TopicPartition
@@ -159,6 +161,18 @@ class TransactionManager:
         self.transition_to(S.READY)
         self.txn_id = None
         self.abortable_error = None
+
+    @contextlib.contextmanager
+    def failures_recorded(self) -> Iterator[None]:
+        """Around a request: a failure is recorded (:meth:`failed`) and raised on as it is, or,
+        for fencing, as the explanatory error, caused by it."""
+        try:
+            yield
+        except Exception as exc:
+            failure = self.failed(exc)
+            if failure is exc:
+                raise
+            raise failure from exc
 
     def failed(self, exc: BaseException) -> BaseException:
         """Record a failed request, move to the state it implies, return what to raise.

@@ -144,7 +144,8 @@ class Consumer:
         topics = sorted(set(core.topics) | {t for t, _ in core.requested_partitions or []})
         metadata = {t: self._transport.call(_api.get_topic(t)) for t in topics}
         partitions = core.assignment_for(list(metadata.values()))
-        core.assign(partitions, metadata, self._transport.call(_api.group_offsets(core.group)))
+        committed = self._transport.call(_api.group_offsets(core.group))
+        core.assign(partitions, metadata, committed)
 
     def __iter__(self) -> Iterator[Message]:
         """Yield messages one by one until the consumer is closed."""

@@ -122,7 +122,7 @@ class TransactionalProducer:
         with self._lock:
             manager = self._manager
             manager.require_in_transaction("send")
-            try:
+            with manager.failures_recorded():
                 count = self._partitions_for(topic)
                 p = self._router.choose(topic, key, partition, count)
                 tp: TopicPartition = (topic, p)
@@ -134,8 +134,6 @@ class TransactionalProducer:
                         producer=manager.identity, base_sequence=base, txn_id=manager.txn_id, transactional=True,
                     )
                 )
-            except Exception as exc:
-                raise manager.failed(exc)
             manager.txn_id = manager.txn_id or result.txn_id
             manager.acknowledge(tp, base, 1)
             return p, result.offsets[0]
@@ -148,11 +146,9 @@ class TransactionalProducer:
         """
         with self._lock:
             self._manager.require_in_transaction("send_offsets_to_transaction")
-            try:
+            with self._manager.failures_recorded():
                 txn_id = self._ensure_broker_transaction()
                 self._transport.call(_api.add_offsets_to_transaction(txn_id, group, offsets))
-            except Exception as exc:
-                raise self._manager.failed(exc)
 
     def commit_transaction(self) -> None:
         """Commit the open transaction. If it raises with an unknown outcome
@@ -160,10 +156,8 @@ class TransactionalProducer:
         with self._lock:
             txn_id = self._manager.txn_id
             if self._manager.begin_commit() and txn_id is not None:
-                try:
+                with self._manager.failures_recorded():
                     self._transport.call(_api.end_transaction(txn_id, "commit"))
-                except Exception as exc:
-                    raise self._manager.failed(exc)
             self._manager.completed()
 
     def abort_transaction(self) -> None:
@@ -172,7 +166,7 @@ class TransactionalProducer:
             manager = self._manager
             txn_id = manager.txn_id
             needs_request = manager.begin_abort()
-            try:
+            with manager.failures_recorded():
                 if manager.needs_epoch_bump:
                     # A write's fate is unknown, so its sequence number may be taken:
                     # a new epoch aborts the transaction broker-side *and* restarts
@@ -184,8 +178,6 @@ class TransactionalProducer:
                     return
                 if needs_request and txn_id is not None:
                     self._transport.call(_api.end_transaction(txn_id, "abort"))
-            except Exception as exc:
-                raise manager.failed(exc)
             manager.completed()
 
     @contextlib.contextmanager

@@ -25,8 +25,8 @@ from pyspark.sql.types import StructType
 from spark_ingest.client import BrokerClient, HalfmqSourceError, TopicMetadata
 from spark_ingest.offsets import (
     OffsetMap,
-    OptionError,
     OffsetRange,
+    OptionError,
     limit_end,
     offsets_from_json,
     offsets_to_json,

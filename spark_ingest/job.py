@@ -30,7 +30,7 @@ from spark_ingest.progress import ProgressView
 
 if TYPE_CHECKING:
     from pyspark.sql import SparkSession
-    from pyspark.sql.streaming import StreamingQuery
+    from pyspark.sql.streaming.query import StreamingQuery
 
 EXIT_OK = 0
 EXIT_QUERY_FAILED = 1
@@ -253,7 +253,7 @@ def _watch(query: StreamingQuery, view: ProgressView, stop: StopRequest) -> None
 
     try:
         while query.isActive and not stop.requested.is_set():
-            query.awaitTermination(0.5)
+            query.awaitTermination(0.5)  # type: ignore[arg-type]  # annotated int, but it takes seconds as a float
             view.update(query.recentProgress)
     except StreamingQueryException:
         pass  # reported by _finish from query.exception()

@@ -28,7 +28,7 @@ from collections.abc import Mapping
 from dataclasses import dataclass
 
 from spark_ingest.client import MAX_FETCH_MESSAGES
-from spark_ingest.offsets import OptionError, OffsetSpec, parse_offset_spec, parse_topics
+from spark_ingest.offsets import OffsetSpec, OptionError, parse_offset_spec, parse_topics
 
 
 @dataclass(frozen=True)

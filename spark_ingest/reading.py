@@ -71,7 +71,7 @@ def _pages(options: SourceOptions, offset_range: OffsetRange) -> Iterator[Fetche
                     if not offer(page):
                         return
             offer(None)
-        except BaseException as exc:  # handed to the consuming thread, which re-raises it
+        except BaseException as exc:  # noqa: BLE001 - handed to the consuming thread, which re-raises it
             offer(exc)
 
     fetcher = threading.Thread(target=produce, name=f"halfmq-fetch-{offset_range.topic}-{offset_range.partition}")

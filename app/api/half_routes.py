@@ -2,11 +2,12 @@
 
 from __future__ import annotations
 
-from typing import Annotated, Any, Literal
+from typing import Annotated, Literal, NotRequired
 
 from fastapi import APIRouter, Path, Query, Request
 from pydantic import AnyHttpUrl, BaseModel, Field
 from starlette.responses import Response
+from typing_extensions import TypedDict
 
 from app.api.encoding import JsonResponse, to_record
 from app.api.log_routes import ERRORS, broker_of, limits_of
@@ -15,8 +16,9 @@ from half_store.domain.errors import InvalidRequest
 from half_store.domain.half_records import HalfMessage, Listener
 from half_store.domain.half_state import HalfState
 from half_store.domain.records import now_ms
+from half_store.services.check_decisions import CheckPayload
 
-router = APIRouter(prefix="/v1", responses=ERRORS)  # type: ignore[arg-type]
+router = APIRouter(prefix="/v1", responses=ERRORS)
 MessageIdPath = Annotated[str, Path(min_length=1, max_length=64, pattern=NO_NUL)]
 GroupPath = Annotated[str, Path(min_length=1, max_length=255, pattern=NO_NUL)]
 
@@ -28,32 +30,37 @@ class HalfMessageIn(MessageIn):
     check_immunity_seconds: Annotated[float, Field(ge=0, le=7 * 24 * 3600)] | None = None
 
 
-class HalfPrepared(BaseModel):
+class HalfPrepared(TypedDict):
     message_id: str
     transaction_id: str
-    state: str
+    state: HalfState
 
 
-class HalfResolved(BaseModel):
+class HalfResolved(TypedDict):
+    """A commit also says where the message went."""
+
     message_id: str
-    state: str
-    topic: str | None = None
-    partition: int | None = None
-    offset: int | None = None
+    state: HalfState
+    topic: NotRequired[str]
+    partition: NotRequired[int]
+    offset: NotRequired[int]
 
 
-class HalfDescription(BaseModel):
+class HalfDescription(TypedDict):
     message_id: str
     transaction_id: str
     producer_group: str
     topic: str
     partition: int
-    state: str
+    state: HalfState
     check_times: int
     born_timestamp: int
+    resolved_by: NotRequired[Annotated[str, Field(description="Once resolved: producer or checker")]]
+    resolved_at: NotRequired[Annotated[int, Field(description="Once resolved: when (ms since epoch)")]]
+    offset: NotRequired[Annotated[int, Field(description="Once committed or discarded: its offset where it went")]]
 
 
-class HalfList(BaseModel):
+class HalfList(TypedDict):
     half_messages: list[HalfDescription]
 
 
@@ -63,18 +70,24 @@ class ListenerIn(BaseModel):
     secret: Annotated[str, Field(min_length=1, max_length=1024, pattern=NO_NUL)] | None = None
 
 
-class CheckList(BaseModel):
-    checks: list[dict[str, Any]]
+class ListenerRegistered(TypedDict):
+    producer_group: str
+    instance_id: str
+    ttl_seconds: int
 
 
-def describe(half: HalfMessage) -> dict[str, Any]:
-    body: dict[str, Any] = {
+class CheckList(TypedDict):
+    checks: list[CheckPayload]
+
+
+def describe(half: HalfMessage) -> HalfDescription:
+    body: HalfDescription = {
         "message_id": half.message_id,
         "transaction_id": half.transaction_id,
         "producer_group": half.producer_group,
         "topic": half.topic,
         "partition": half.partition,
-        "state": half.state.value,
+        "state": half.state,
         "check_times": half.check_times,
         "born_timestamp": half.born_timestamp,
     }
@@ -86,14 +99,23 @@ def describe(half: HalfMessage) -> dict[str, Any]:
     return body
 
 
-def resolved(half: HalfMessage) -> dict[str, Any]:
-    body: dict[str, Any] = {"message_id": half.message_id, "state": half.state.value}
-    if half.state is HalfState.COMMITTED and half.resolution is not None:
-        body.update(topic=half.resolution.topic, partition=half.resolution.partition, offset=half.resolution.offset)
+def resolved(half: HalfMessage) -> HalfResolved:
+    body: HalfResolved = {"message_id": half.message_id, "state": half.state}
+    resolution = half.resolution
+    if half.state is HalfState.COMMITTED and resolution is not None:
+        topic, partition, offset = resolution.topic, resolution.partition, resolution.offset
+        if topic is not None and partition is not None and offset is not None:  # where a committed message went
+            body["topic"], body["partition"], body["offset"] = topic, partition, offset
     return body
 
 
-@router.post("/half-messages", status_code=201, response_model=HalfPrepared, tags=["half messages"])
+@router.post(
+    "/half-messages",
+    status_code=201,
+    response_model=HalfPrepared,
+    responses={200: {"model": HalfPrepared, "description": "The one prepared before with this transaction_id"}},
+    tags=["half messages"],
+)
 async def prepare(body: HalfMessageIn, request: Request) -> Response:
     broker = broker_of(request)
     prepared = await broker.halves.prepare(
@@ -105,10 +127,8 @@ async def prepare(body: HalfMessageIn, request: Request) -> Response:
         check_immunity_seconds=body.check_immunity_seconds,
     )
     half = prepared.half
-    return JsonResponse(
-        {"message_id": half.message_id, "transaction_id": half.transaction_id, "state": half.state.value},
-        status_code=201 if prepared.created else 200,
-    )
+    answer: HalfPrepared = {"message_id": half.message_id, "transaction_id": half.transaction_id, "state": half.state}
+    return JsonResponse(answer, status_code=201 if prepared.created else 200)
 
 
 @router.post("/half-messages/{message_id}/commit", response_model=HalfResolved, tags=["half messages"])
@@ -135,14 +155,16 @@ async def list_halves(
 ) -> Response:
     # An empty filter (`?producer_group=&state=`) means no filter, as in the contract's own example.
     found = await broker_of(request).halves.list_messages(producer_group or None, state or None, limit)
-    return JsonResponse({"half_messages": [describe(h) for h in found]})
+    answer: HalfList = {"half_messages": [describe(h) for h in found]}
+    return JsonResponse(answer)
 
 
-@router.put("/producer-groups/{group}/listeners/{instance_id}", tags=["back-check"])
+@router.put("/producer-groups/{group}/listeners/{instance_id}", response_model=ListenerRegistered, tags=["back-check"])
 async def register_listener(group: GroupPath, instance_id: GroupPath, body: ListenerIn, request: Request) -> Response:
     listener = Listener(group, instance_id, str(body.callback_url), body.secret, body.ttl_seconds, now_ms())
     await broker_of(request).halves.register_listener(listener)
-    return JsonResponse({"producer_group": group, "instance_id": instance_id, "ttl_seconds": body.ttl_seconds})
+    answer: ListenerRegistered = {"producer_group": group, "instance_id": instance_id, "ttl_seconds": body.ttl_seconds}
+    return JsonResponse(answer)
 
 
 @router.delete("/producer-groups/{group}/listeners/{instance_id}", status_code=204, tags=["back-check"])
@@ -163,4 +185,5 @@ async def poll_checks(
     if max_wait_ms > broker.settings.max_fetch_wait_ms:
         raise InvalidRequest(f"max_wait_ms is limited to {broker.settings.max_fetch_wait_ms}")
     checks = await broker.polling.poll(group, instance_id, max_wait_ms, max_checks, client_gone=request.is_disconnected)
-    return JsonResponse({"checks": checks})
+    answer: CheckList = {"checks": checks}
+    return JsonResponse(answer)

@@ -2,7 +2,7 @@
 
 from __future__ import annotations
 
-from typing import Annotated
+from typing import Annotated, Any
 
 from fastapi import APIRouter, Path, Query, Request
 from starlette.responses import Response
@@ -12,10 +12,14 @@ from app.api.models import (
     NO_NUL,
     ErrorResponse,
     FetchResponse,
+    GroupOffsetOut,
     GroupOffsets,
     GroupOffsetsCommit,
+    GroupOffsetsCommitted,
     Isolation,
+    PartitionDescription,
     PartitionProduceRequest,
+    PartitionProduceResponse,
     ProduceRequest,
     ProduceResponse,
     ProducerIdResponse,
@@ -32,8 +36,11 @@ from half_store.domain.errors import InvalidRequest, ValidationFailed
 from half_store.domain.records import OffsetCommit, PackedList, ProducerStamp, Record
 
 DEFAULT_FETCH_MESSAGES = 500
-ERRORS = {code: {"model": ErrorResponse} for code in (400, 403, 404, 409, 413, 416, 422)}
-router = APIRouter(prefix="/v1", responses=ERRORS)  # type: ignore[arg-type]
+# Every error a /v1 route can answer with (429: too many long polls waiting; 503: the database is unreachable).
+ERRORS: dict[int | str, dict[str, Any]] = {
+    code: {"model": ErrorResponse} for code in (400, 403, 404, 409, 413, 416, 422, 429, 500, 503)
+}
+router = APIRouter(prefix="/v1", responses=ERRORS)
 
 TopicPath = Annotated[str, Path(pattern=TOPIC_NAME_PATTERN)]
 PartitionPath = Annotated[int, Path(ge=0, le=2**31 - 1)]
@@ -51,32 +58,31 @@ def limits_of(request: Request) -> MessageLimits:
 @router.post("/topics", status_code=201, response_model=TopicSummary, tags=["topics"])
 async def create_topic(body: TopicCreate, request: Request) -> Response:
     topic = await broker_of(request).log.create_topic(body.name, body.partitions)
-    return JsonResponse({"name": topic.name, "partitions": topic.partitions}, status_code=201)
+    answer: TopicSummary = {"name": topic.name, "partitions": topic.partitions}
+    return JsonResponse(answer, status_code=201)
 
 
 @router.get("/topics", response_model=TopicList, tags=["topics"])
 async def list_topics(request: Request, include_system: bool = False) -> Response:
     found = await broker_of(request).log.list_topics(include_system)
-    return JsonResponse({"topics": [{"name": t.name, "partitions": t.partitions} for t in found]})
+    answer: TopicList = {"topics": [{"name": t.name, "partitions": t.partitions} for t in found]}
+    return JsonResponse(answer)
 
 
 @router.get("/topics/{topic}", response_model=TopicDescription, tags=["topics"])
 async def describe_topic(topic: TopicPath, request: Request) -> Response:
     found, states = await broker_of(request).log.describe(topic)
-    return JsonResponse(
+    partitions: list[PartitionDescription] = [
         {
-            "name": found.name,
-            "partitions": [
-                {
-                    "partition": s.partition,
-                    "log_start_offset": s.log_start_offset,
-                    "high_watermark": s.high_watermark,
-                    "last_stable_offset": s.last_stable_offset,
-                }
-                for s in states
-            ],
+            "partition": s.partition,
+            "log_start_offset": s.log_start_offset,
+            "high_watermark": s.high_watermark,
+            "last_stable_offset": s.last_stable_offset,
         }
-    )
+        for s in states
+    ]
+    answer: TopicDescription = {"name": found.name, "partitions": partitions}
+    return JsonResponse(answer)
 
 
 @router.post("/topics/{topic}/messages", response_model=ProduceResponse, tags=["produce"])
@@ -87,10 +93,13 @@ async def produce(topic: TopicPath, body: ProduceRequest, request: Request) -> R
     records = PackedList(Record, (to_record(m, limits) for m in body.messages))
     offsets = await broker.log.produce(topic, records, [m.partition for m in body.messages])
     MESSAGES_IN.labels(topic).inc(len(offsets))
-    return JsonResponse({"offsets": [{"partition": p, "offset": o} for p, o in offsets]})
+    answer: ProduceResponse = {"offsets": [{"partition": p, "offset": o} for p, o in offsets]}
+    return JsonResponse(answer)
 
 
-@router.post("/topics/{topic}/partitions/{partition}/messages", response_model=ProduceResponse, tags=["produce"])
+@router.post(
+    "/topics/{topic}/partitions/{partition}/messages", response_model=PartitionProduceResponse, tags=["produce"]
+)
 async def produce_to_partition(
     topic: TopicPath, partition: PartitionPath, body: PartitionProduceRequest, request: Request
 ) -> Response:
@@ -117,11 +126,12 @@ async def produce_to_partition(
         result = await broker.log.produce_idempotent(topic, partition, records, stamp)
     if not result.duplicate:
         MESSAGES_IN.labels(topic).inc(result.count)
-    answer: dict[str, object] = {
+    answer: PartitionProduceResponse = {
         "offsets": [{"partition": result.partition, "offset": o} for o in result.offsets],
         "duplicate": result.duplicate,
     }
     if body.transactional:  # the client learns which transaction its write began or joined
+        assert result.txn_id is not None, "a transactional batch is always written into a transaction"
         answer["txn_id"] = result.txn_id
     return JsonResponse(answer)
 
@@ -149,41 +159,40 @@ async def fetch(
     )
     if result.messages:
         MESSAGES_OUT.labels(topic).inc(len(result.messages))
-    return JsonResponse(
-        {
-            "messages": [message_json(m) for m in result.messages],
-            "next_offset": result.next_offset,
-            "high_watermark": result.state.high_watermark,
-            "last_stable_offset": result.state.last_stable_offset,
-        }
-    )
+    answer: FetchResponse = {
+        "messages": [message_json(m) for m in result.messages],
+        "next_offset": result.next_offset,
+        "high_watermark": result.state.high_watermark,
+        "last_stable_offset": result.state.last_stable_offset,
+    }
+    return JsonResponse(answer)
 
 
 @router.post("/producers", response_model=ProducerIdResponse, tags=["produce"])
 async def init_producer_id(request: Request, body: ProducerInit | None = None) -> Response:
     body = body or ProducerInit()
     identity = await broker_of(request).coordinator.init_producer(body.transactional_id, body.transaction_timeout_ms)
-    return JsonResponse({"producer_id": identity.producer_id, "producer_epoch": identity.producer_epoch})
+    answer: ProducerIdResponse = {"producer_id": identity.producer_id, "producer_epoch": identity.producer_epoch}
+    return JsonResponse(answer)
 
 
-@router.post("/groups/{group}/offsets", tags=["groups"])
+@router.post("/groups/{group}/offsets", response_model=GroupOffsetsCommitted, tags=["groups"])
 async def commit_group_offsets(group: GroupPath, body: GroupOffsetsCommit, request: Request) -> Response:
     commits = [OffsetCommit(o.topic, o.partition, o.offset, o.metadata) for o in body.offsets]
     await broker_of(request).log.commit_group_offsets(group, commits)
-    return JsonResponse({"group": group, "committed": len(commits)})
+    answer: GroupOffsetsCommitted = {"group": group, "committed": len(commits)}
+    return JsonResponse(answer)
 
 
 @router.get("/groups/{group}/offsets", response_model=GroupOffsets, tags=["groups"])
 async def get_group_offsets(group: GroupPath, request: Request) -> Response:
     found = await broker_of(request).log.group_offsets(group)
-    return JsonResponse(
-        {
-            "offsets": [
-                {"topic": o.topic, "partition": o.partition, "offset": o.offset, "metadata": o.metadata, "lag": o.lag}
-                for o in found
-            ]
-        }
-    )
+    offsets: list[GroupOffsetOut] = [
+        {"topic": o.topic, "partition": o.partition, "offset": o.offset, "metadata": o.metadata, "lag": o.lag}
+        for o in found
+    ]
+    answer: GroupOffsets = {"offsets": offsets}
+    return JsonResponse(answer)
 
 
 def check_batch_size(broker: BrokerHandle, count: int) -> None:

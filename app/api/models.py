@@ -1,10 +1,18 @@
-"""Request and response bodies of the v1 API (they are also its OpenAPI schema)."""
+"""Request and response bodies of the v1 API (they are also its OpenAPI schema).
+
+Requests are pydantic models, validated on the way in. Responses are TypedDicts: the
+routes build their bodies as these dicts (mypy checks each against its declaration)
+and send them as they are, without a validation pass on the produce and fetch paths,
+while FastAPI derives the OpenAPI schema from the same declarations.
+``tests/integration/test_response_schemas.py`` holds real answers to the schema.
+"""
 
 from __future__ import annotations
 
-from typing import Annotated, Any, Literal
+from typing import Annotated, Any, Literal, NotRequired
 
 from pydantic import BaseModel, ConfigDict, Field, model_validator
+from typing_extensions import TypedDict  # pydantic needs typing_extensions' TypedDict before Python 3.12
 
 from half_store.domain.constants import TOPIC_NAME_PATTERN
 
@@ -43,14 +51,16 @@ class MessageIn(Strict):
         return self
 
 
-class MessageOut(BaseModel):
+class MessageOut(TypedDict):
+    """A fetched message: exactly one of ``value`` and ``value_base64``."""
+
     topic: str
     partition: int
     offset: int
     timestamp: int
     key: str | None
-    value: Any = None
-    value_base64: str | None = None
+    value: NotRequired[Any]
+    value_base64: NotRequired[str]
     headers: dict[str, str]
 
 
@@ -62,23 +72,23 @@ class TopicCreate(Strict):
     partitions: Annotated[int, Field(ge=1, le=1024)] = 1
 
 
-class TopicSummary(BaseModel):
+class TopicSummary(TypedDict):
     name: str
     partitions: int
 
 
-class TopicList(BaseModel):
+class TopicList(TypedDict):
     topics: list[TopicSummary]
 
 
-class PartitionDescription(BaseModel):
+class PartitionDescription(TypedDict):
     partition: int
     log_start_offset: int
     high_watermark: int
     last_stable_offset: int
 
 
-class TopicDescription(BaseModel):
+class TopicDescription(TypedDict):
     name: str
     partitions: list[PartitionDescription]
 
@@ -104,15 +114,19 @@ class PartitionProduceRequest(Strict):
     )
 
 
-class OffsetAssignment(BaseModel):
+class OffsetAssignment(TypedDict):
     partition: int
     offset: int
 
 
-class ProduceResponse(BaseModel):
+class ProduceResponse(TypedDict):
     offsets: list[OffsetAssignment]
-    duplicate: bool = False
-    txn_id: str | None = Field(None, description="With transactional: the transaction the batch began or joined")
+
+
+class PartitionProduceResponse(TypedDict):
+    offsets: list[OffsetAssignment]
+    duplicate: Annotated[bool, Field(description="A retried batch: the offsets it was first written at; nothing new")]
+    txn_id: NotRequired[Annotated[str, Field(description="With transactional: the transaction it began or joined")]]
 
 
 class ProducerInit(Strict):
@@ -120,7 +134,7 @@ class ProducerInit(Strict):
     transaction_timeout_ms: TimeoutMs | None = None
 
 
-class ProducerIdResponse(BaseModel):
+class ProducerIdResponse(TypedDict):
     producer_id: int
     producer_epoch: int
 
@@ -130,7 +144,7 @@ class ProducerIdResponse(BaseModel):
 Isolation = Literal["read_committed", "read_uncommitted"]
 
 
-class FetchResponse(BaseModel):
+class FetchResponse(TypedDict):
     messages: list[MessageOut]
     next_offset: int
     high_watermark: int
@@ -148,7 +162,12 @@ class GroupOffsetsCommit(Strict):
     offsets: Annotated[list[GroupOffsetIn], Field(min_length=1)]
 
 
-class GroupOffsetOut(BaseModel):
+class GroupOffsetsCommitted(TypedDict):
+    group: str
+    committed: Annotated[int, Field(description="How many offsets were committed")]
+
+
+class GroupOffsetOut(TypedDict):
     topic: str
     partition: int
     offset: int
@@ -156,14 +175,18 @@ class GroupOffsetOut(BaseModel):
     lag: int | None
 
 
-class GroupOffsets(BaseModel):
+class GroupOffsets(TypedDict):
     offsets: list[GroupOffsetOut]
 
 
-class ErrorBody(BaseModel):
+class ErrorBody(TypedDict):
     code: str
     message: str
 
 
-class ErrorResponse(BaseModel):
+class ErrorResponse(TypedDict):
     error: ErrorBody
+
+
+class Status(TypedDict):
+    status: str

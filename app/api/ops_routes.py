@@ -4,27 +4,31 @@ from __future__ import annotations
 
 from fastapi import APIRouter, Request
 from prometheus_client import CONTENT_TYPE_LATEST
-from starlette.responses import Response
+from starlette.responses import PlainTextResponse, Response
 
 from app.api.encoding import JsonResponse
 from app.api.log_routes import broker_of
+from app.api.models import Status
 from app.metrics import front_metrics
 
 router = APIRouter(tags=["operations"])
 
 
-@router.get("/healthz")
+@router.get("/healthz", response_model=Status)
 async def healthz() -> Response:
-    return JsonResponse({"status": "ok"})
+    answer: Status = {"status": "ok"}
+    return JsonResponse(answer)
 
 
-@router.get("/readyz")
+@router.get("/readyz", response_model=Status, responses={503: {"model": Status, "description": "No database"}})
 async def readyz(request: Request) -> Response:
     if not await broker_of(request).ready():
-        return JsonResponse({"status": "unavailable"}, status_code=503)
-    return JsonResponse({"status": "ready"})
+        unavailable: Status = {"status": "unavailable"}
+        return JsonResponse(unavailable, status_code=503)
+    ready: Status = {"status": "ready"}
+    return JsonResponse(ready)
 
 
-@router.get("/metrics")
+@router.get("/metrics", response_class=PlainTextResponse, responses={200: {"description": "Prometheus text format"}})
 async def metrics(request: Request) -> Response:
     return Response(front_metrics() + await broker_of(request).metrics(), media_type=CONTENT_TYPE_LATEST)

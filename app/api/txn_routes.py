@@ -5,8 +5,9 @@ from __future__ import annotations
 from typing import Annotated
 
 from fastapi import APIRouter, Path, Request
-from pydantic import BaseModel, Field
+from pydantic import Field
 from starlette.responses import Response
+from typing_extensions import TypedDict
 
 from app.api.encoding import JsonResponse
 from app.api.log_routes import ERRORS, broker_of
@@ -20,8 +21,9 @@ from app.api.models import (
     TimeoutMs,
 )
 from half_store.domain.records import OffsetCommit
+from half_store.domain.txn_state import TxnState
 
-router = APIRouter(prefix="/v1/transactions", tags=["transactions"], responses=ERRORS)  # type: ignore[arg-type]
+router = APIRouter(prefix="/v1/transactions", tags=["transactions"], responses=ERRORS)
 TxnPath = Annotated[str, Path(min_length=1, max_length=64, pattern=NO_NUL)]
 
 
@@ -36,13 +38,13 @@ class TransactionOffsets(Strict):
     offsets: Annotated[list[GroupOffsetIn], Field(min_length=1)]
 
 
-class TransactionCreated(BaseModel):
+class TransactionCreated(TypedDict):
     txn_id: str
-    state: str
+    state: TxnState
     timeout_ms: int
 
 
-class TransactionPartition(BaseModel):
+class TransactionPartition(TypedDict):
     topic: str
     partition: int
 
@@ -53,48 +55,57 @@ class TransactionDescription(TransactionCreated):
     producer_epoch: int | None
 
 
-class TransactionEnded(BaseModel):
+class TransactionOffsetsAdded(TypedDict):
     txn_id: str
-    state: str
+    group: str
+    offsets: Annotated[int, Field(description="How many offsets the transaction will commit for the group")]
+
+
+class TransactionEnded(TypedDict):
+    txn_id: str
+    state: TxnState
 
 
 @router.post("", status_code=201, response_model=TransactionCreated)
 async def begin_transaction(request: Request, body: TransactionBegin | None = None) -> Response:
     body = body or TransactionBegin()
     txn = await broker_of(request).coordinator.begin(body.producer_id, body.producer_epoch, body.timeout_ms)
-    return JsonResponse({"txn_id": txn.txn_id, "state": txn.state.value, "timeout_ms": txn.timeout_ms}, status_code=201)
+    answer: TransactionCreated = {"txn_id": txn.txn_id, "state": txn.state, "timeout_ms": txn.timeout_ms}
+    return JsonResponse(answer, status_code=201)
 
 
 @router.get("/{txn_id}", response_model=TransactionDescription)
 async def describe_transaction(txn_id: TxnPath, request: Request) -> Response:
     view = await broker_of(request).coordinator.describe(txn_id)
     txn = view.row
-    return JsonResponse(
-        {
-            "txn_id": txn.txn_id,
-            "state": txn.state.value,
-            "timeout_ms": txn.timeout_ms,
-            "partitions": [{"topic": t, "partition": p} for t, p in view.partitions],
-            "producer_id": txn.producer_id,
-            "producer_epoch": txn.producer_epoch,
-        }
-    )
+    answer: TransactionDescription = {
+        "txn_id": txn.txn_id,
+        "state": txn.state,
+        "timeout_ms": txn.timeout_ms,
+        "partitions": [{"topic": t, "partition": p} for t, p in view.partitions],
+        "producer_id": txn.producer_id,
+        "producer_epoch": txn.producer_epoch,
+    }
+    return JsonResponse(answer)
 
 
-@router.post("/{txn_id}/offsets")
+@router.post("/{txn_id}/offsets", response_model=TransactionOffsetsAdded)
 async def add_offsets(txn_id: TxnPath, body: TransactionOffsets, request: Request) -> Response:
     commits = [OffsetCommit(o.topic, o.partition, o.offset, o.metadata) for o in body.offsets]
     await broker_of(request).coordinator.add_offsets(txn_id, body.group, commits)
-    return JsonResponse({"txn_id": txn_id, "group": body.group, "offsets": len(commits)})
+    answer: TransactionOffsetsAdded = {"txn_id": txn_id, "group": body.group, "offsets": len(commits)}
+    return JsonResponse(answer)
 
 
 @router.post("/{txn_id}/commit", response_model=TransactionEnded)
 async def commit_transaction(txn_id: TxnPath, request: Request) -> Response:
     state = await broker_of(request).coordinator.end(txn_id, commit=True)
-    return JsonResponse({"txn_id": txn_id, "state": state.value})
+    answer: TransactionEnded = {"txn_id": txn_id, "state": state}
+    return JsonResponse(answer)
 
 
 @router.post("/{txn_id}/abort", response_model=TransactionEnded)
 async def abort_transaction(txn_id: TxnPath, request: Request) -> Response:
     state = await broker_of(request).coordinator.end(txn_id, commit=False)
-    return JsonResponse({"txn_id": txn_id, "state": state.value})
+    answer: TransactionEnded = {"txn_id": txn_id, "state": state}
+    return JsonResponse(answer)

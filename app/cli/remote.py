@@ -71,7 +71,9 @@ class Remote:
     ) -> Any:
         """The parsed answer of ``method path``; a refusal raises the SDK's typed error."""
         query = {k: v for k, v in (params or {}).items() if v is not None}
-        return self.transport.call(Call(method, path, parse=lambda answer: answer, json=body, params=query, idempotent=idempotent))
+        return self.transport.call(
+            Call(method, path, parse=lambda answer: answer, json=body, params=query, idempotent=idempotent)
+        )
 
     def show(self, answer: Any, render: Callable[[Any], RenderableType | str]) -> None:
         """Print ``answer``: as JSON with ``--json``, else as ``render`` makes it."""

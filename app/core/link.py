@@ -60,7 +60,9 @@ class CoreLink:
         """Start the core and wait until it has migrated, recovered and is answering."""
         front_end, core_end = socket.socketpair()
         env = dict(os.environ)
-        env.update({SETTINGS_ENV: settings.model_dump_json(), SOCKET_FD_ENV: str(core_end.fileno()), PARENT_ENV: str(os.getpid())})
+        env.update(
+            {SETTINGS_ENV: settings.model_dump_json(), SOCKET_FD_ENV: str(core_end.fileno()), PARENT_ENV: str(os.getpid())}
+        )
         process = subprocess.Popen([sys.executable, "-m", "app.core"], env=env, pass_fds=(core_end.fileno(),))
         core_end.close()
         reader, writer = await asyncio.open_unix_connection(sock=front_end)

@@ -87,14 +87,14 @@ class CoreServer:
             reply = (call_id, False, error)
         except UnicodeError:
             reply = (call_id, False, bad_unicode())
-        except Exception:  # noqa: BLE001 - the front must hear back; the details stay in this log
+        except Exception:  # the front must hear back; the details stay in this log
             log.exception("unhandled error in %s.%s", service, method)
             reply = (call_id, False, InternalError("internal error; the broker logged the details"))
         finally:
             self._client_gone.pop(call_id, None)
         try:
             frame = encode(reply)
-        except Exception:  # noqa: BLE001
+        except Exception:
             log.exception("cannot send the result of %s.%s", service, method)
             frame = encode((call_id, False, InternalError("internal error; the broker logged the details")))
         self._writer.write(frame)

@@ -80,6 +80,16 @@ class AlreadyResolved(BrokerError):
     status, code = 409, "ALREADY_RESOLVED"
 
 
+class IllegalTransition(AlreadyResolved):
+    """A state change that the state machine's transition table does not allow.
+
+    Every such move a client can ask for is one its transaction or half message has
+    already moved past (a commit after an abort, a rollback after a commit), which the
+    contract answers with 409 ALREADY_RESOLVED; so this is that error, and whoever
+    catches ``AlreadyResolved`` (the checker racing a producer) catches it too.
+    """
+
+
 class InvalidTransactionState(BrokerError):
     """The transaction exists but cannot take this operation in its current state."""
 

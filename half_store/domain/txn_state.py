@@ -1,13 +1,18 @@
 """Kafka-mode transaction states and the transitions between them.
 
 A pure state machine, tested without a database. The coordinator only moves a
-transaction along an edge of ``TRANSITIONS`` and does so with a compare-and-set
-UPDATE, so two processes racing (a commit against the timeout job) cannot both win.
+transaction along an edge of ``TRANSITIONS``: it takes each (source, target) pair
+from :func:`transition`, which refuses a move the table does not have, and makes the
+move with a compare-and-set UPDATE, so two processes racing (a commit against the
+timeout job) cannot both win.
 """
 
 from __future__ import annotations
 
 from enum import StrEnum
+from typing import NamedTuple
+
+from half_store.domain.errors import IllegalTransition
 
 
 class TxnState(StrEnum):
@@ -43,6 +48,25 @@ TRANSITIONS: dict[TxnState, frozenset[TxnState]] = {
 
 def is_transition_valid(source: TxnState, target: TxnState) -> bool:
     return target in TRANSITIONS[source]
+
+
+class TxnTransition(NamedTuple):
+    """An edge of ``TRANSITIONS``: the (source, target) pair of one compare-and-set, made by :func:`transition`."""
+
+    source: TxnState
+    target: TxnState
+
+
+def transition(source: TxnState, target: TxnState, subject: str = "the transaction") -> TxnTransition:
+    """The move ``source`` → ``target``, if the table has that edge; IllegalTransition otherwise.
+
+    ``subject`` names the transaction in the error. A compare-and-set given this move
+    may still miss (another process moved the row first); an illegal move never gets
+    that far.
+    """
+    if target not in TRANSITIONS[source]:
+        raise IllegalTransition(f"{subject} is {source.value}; it cannot become {target.value}")
+    return TxnTransition(source, target)
 
 
 def prepare_state(commit: bool) -> TxnState:

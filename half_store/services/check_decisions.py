@@ -5,9 +5,10 @@ from __future__ import annotations
 import base64
 import hashlib
 import hmac
-from typing import Any
+from typing import Any, NotRequired
 
 import orjson
+from typing_extensions import TypedDict  # pydantic needs typing_extensions' TypedDict before Python 3.12
 
 from half_store.domain.constants import VALUE_BINARY
 from half_store.domain.half_records import HalfMessage
@@ -21,9 +22,27 @@ def need_discard(half: HalfMessage, check_max: int) -> bool:
     return half.check_times >= check_max
 
 
-def check_payload(candidate: CheckCandidate) -> dict[str, Any]:
+class CheckPayload(TypedDict):
+    """A back-check: what the checker posts to a listener and a polling producer receives.
+
+    Exactly one of ``value`` and ``value_base64``, as in a fetched message.
+    """
+
+    message_id: str
+    transaction_id: str
+    producer_group: str
+    topic: str
+    key: str | None
+    headers: dict[str, str]
+    check_times: int
+    born_timestamp: int
+    value: NotRequired[Any]
+    value_base64: NotRequired[str]
+
+
+def check_payload(candidate: CheckCandidate) -> CheckPayload:
     half, message = candidate.half, candidate.message
-    payload: dict[str, Any] = {
+    payload: CheckPayload = {
         "message_id": half.message_id,
         "transaction_id": half.transaction_id,
         "producer_group": half.producer_group,

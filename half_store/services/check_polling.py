@@ -9,11 +9,10 @@ from __future__ import annotations
 import asyncio
 import time
 from collections.abc import Awaitable, Callable
-from typing import Any
 
 from half_store.domain.half_records import Listener
 from half_store.domain.records import now_ms
-from half_store.services.check_decisions import check_payload, need_discard
+from half_store.services.check_decisions import CheckPayload, check_payload, need_discard
 from half_store.services.half_messages import HalfMessageService
 from half_store.services.notifier import PartitionNotifier
 from half_store.settings import Settings
@@ -35,7 +34,7 @@ class CheckPolling:
         max_wait_ms: int,
         max_checks: int,
         client_gone: Callable[[], Awaitable[bool]] | None = None,
-    ) -> list[dict[str, Any]]:
+    ) -> list[CheckPayload]:
         # Being polled marks the group as reachable, so the checker leaves its checks to pollers.
         ttl = int(max(30, self.settings.check_interval_seconds * 2, max_wait_ms / 1000 * 2))
         await self.halves.register_listener(Listener(producer_group, f"poll:{instance_id}", None, None, ttl, now_ms()))
@@ -53,7 +52,7 @@ class CheckPolling:
                     break
         return checks
 
-    async def _claim(self, producer_group: str, max_checks: int) -> list[dict[str, Any]]:
+    async def _claim(self, producer_group: str, max_checks: int) -> list[CheckPayload]:
         due = await self.halves.due_for_check(max_checks, producer_group)
         checkable = [h for h in due if not need_discard(h, self.settings.check_max)]  # the checker discards the rest
         return [check_payload(c) for c in await self.halves.claim_checks(checkable, self.lease_ms)]

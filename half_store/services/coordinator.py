@@ -36,9 +36,11 @@ from half_store.domain.records import (
 )
 from half_store.domain.txn_state import (
     TxnState,
+    TxnTransition,
     answers_end_request,
     final_state,
     prepare_state,
+    transition,
 )
 from half_store.metrics import TRANSACTIONS
 from half_store.services.log_service import (
@@ -122,8 +124,9 @@ class Coordinator:
             if known:
                 for txn in txn_store.unfinished_of_producer(conn, producer_id):
                     if txn.state is TxnState.OPEN:
-                        txn_store.transition(conn, txn.txn_id, TxnState.OPEN, TxnState.PREPARE_ABORT)
-                        txn = replace(txn, state=TxnState.PREPARE_ABORT)
+                        abort = transition(txn.state, TxnState.PREPARE_ABORT, f"transaction {txn.txn_id}")
+                        txn_store.transition(conn, txn.txn_id, abort)
+                        txn = replace(txn, state=abort.target)
                     prepared.append(txn)
             touched = self._complete(conn, prepared)
             return ProducerIdentity(producer_id, epoch, transactional_id), _union(touched.values())
@@ -230,27 +233,28 @@ class Coordinator:
         epochs = producer_store.current_epochs(conn, [t.producer_id for t in found.values() if t.producer_id is not None])
         now = now_ms()
         prepared: list[TransactionRow] = []
-        opening: dict[TxnState, list[TransactionRow]] = defaultdict(list)
+        opening: dict[TxnTransition, list[TransactionRow]] = defaultdict(list)
         for request in requests:
             txn = found.get(request.txn_id) or transaction(conn, request.txn_id)
             if answers_end_request(txn.state, request.commit):
                 if txn.state.is_preparing:
                     prepared.append(txn)  # a crash left it half done: finish it now
                 continue
-            if txn.state is TxnState.OPEN and txn.expires_at <= now and self._start_timeout_abort(conn, txn):
-                # Too late: the timeout wins, whether its job got here first or this request did.
-                prepared.append(replace(txn, state=TxnState.PREPARE_ABORT, timed_out=True))
-                continue
+            if txn.state is TxnState.OPEN and txn.expires_at <= now:
+                aborting = self._start_timeout_abort(conn, txn)
+                if aborting is not None:
+                    # Too late: the timeout wins, whether its job got here first or this request did.
+                    prepared.append(aborting)
+                    continue
             refuse_fenced(conn, txn, epochs)
-            if txn.state is not TxnState.OPEN:
-                raise AlreadyResolved(f"transaction {txn.txn_id} is {txn.state.value}")
-            opening[prepare_state(request.commit)].append(txn)
-        for target, txns in opening.items():
-            moved = txn_store.transition_many(conn, [t.txn_id for t in txns], TxnState.OPEN, target)
+            # Only an OPEN transaction can be asked to end; from any other state this raises ALREADY_RESOLVED.
+            opening[transition(txn.state, prepare_state(request.commit), f"transaction {txn.txn_id}")].append(txn)
+        for move, txns in opening.items():
+            moved = txn_store.transition_many(conn, [t.txn_id for t in txns], move)
             if len(moved) != len(txns):
                 lost = next(t.txn_id for t in txns if t.txn_id not in moved)
                 raise AlreadyResolved(f"transaction {lost} was ended concurrently")
-            prepared.extend(replace(t, state=target) for t in txns)
+            prepared.extend(replace(t, state=move.target) for t in txns)
         touched = self._complete_now(conn, prepared)
         final = txn_store.get_many(conn, [r.txn_id for r in requests])
         return [_Ended(final[r.txn_id], touched.get(r.txn_id, set())) for r in requests]
@@ -274,9 +278,9 @@ class Coordinator:
         for txn in expired:
 
             def unit(conn: Connection, txn: TransactionRow = txn) -> set[PartitionKey]:
-                if not self._start_timeout_abort(conn, txn):
+                aborting = self._start_timeout_abort(conn, txn)
+                if aborting is None:
                     return set()
-                aborting = replace(txn, state=TxnState.PREPARE_ABORT, timed_out=True)
                 return _union(self._complete_now(conn, [aborting]).values())
 
             self.notifier.notify(await self.store.write(unit, locks=await self._locks_of(txn.txn_id)))
@@ -308,7 +312,7 @@ class Coordinator:
         try:
             with conn.begin_nested():
                 return self._complete(conn, prepared)
-        except Exception as error:  # noqa: BLE001 - left prepared on purpose; complete_prepared retries it
+        except Exception as error:  # left prepared on purpose; complete_prepared retries it
             if len(prepared) > 1:
                 raise NotMergeable("phase two failed for a batch of transactions") from error
             log.exception("could not complete transaction %s now; it stays %s", prepared[0].txn_id, prepared[0].state.value)
@@ -325,13 +329,13 @@ class Coordinator:
         transaction someone else completed is skipped. Returns the partitions each marked.
         """
         finishing: list[TransactionRow] = []
-        edges: dict[tuple[TxnState, TxnState], list[str]] = defaultdict(list)
+        edges: dict[TxnTransition, list[str]] = defaultdict(list)
         for txn in prepared:
-            edges[(txn.state, final_state(txn.state, timed_out=txn.timed_out))].append(txn.txn_id)
+            edges[transition(txn.state, final_state(txn.state, timed_out=txn.timed_out))].append(txn.txn_id)
         moved: set[str] = set()
-        for (source, target), ids in edges.items():
-            moved |= txn_store.transition_many(conn, ids, source, target)
-            TRANSACTIONS.labels(target.value).inc(len(moved.intersection(ids)))
+        for move, ids in edges.items():
+            moved |= txn_store.transition_many(conn, ids, move)
+            TRANSACTIONS.labels(move.target.value).inc(len(moved.intersection(ids)))
         finishing = [txn for txn in prepared if txn.txn_id in moved]
         if not finishing:
             return {}
@@ -366,9 +370,14 @@ class Coordinator:
         return touched
 
     @staticmethod
-    def _start_timeout_abort(conn: Connection, txn: TransactionRow) -> bool:
-        """OPEN → PREPARE_ABORT for the timeout, fencing a bound producer; False if the state moved already."""
-        moved = txn_store.transition(conn, txn.txn_id, TxnState.OPEN, TxnState.PREPARE_ABORT, timed_out=True)
-        if moved and txn.producer_id is not None and txn.producer_epoch is not None:
+    def _start_timeout_abort(conn: Connection, txn: TransactionRow) -> TransactionRow | None:
+        """OPEN → PREPARE_ABORT for the timeout, fencing a bound producer.
+
+        Returns the transaction as it is now, or None if its state moved already.
+        """
+        abort = transition(txn.state, TxnState.PREPARE_ABORT, f"transaction {txn.txn_id}")
+        if not txn_store.transition(conn, txn.txn_id, abort, timed_out=True):
+            return None
+        if txn.producer_id is not None and txn.producer_epoch is not None:
             producer_store.fence(conn, txn.producer_id, txn.producer_epoch)
-        return moved
+        return replace(txn, state=abort.target, timed_out=True)

@@ -43,7 +43,7 @@ from half_store.domain.half_records import (
     Listener,
     first_check_at,
 )
-from half_store.domain.half_state import HalfState, repeats
+from half_store.domain.half_state import HalfState, repeats, transition
 from half_store.domain.json_bytes import stored_json
 from half_store.domain.records import (
     Record,
@@ -98,9 +98,14 @@ class CheckCandidate:
 
 
 def answer_repeat(half: HalfMessage, requested: HalfState) -> HalfMessage:
-    """A request to resolve a resolved half message: the same answer again, or 409."""
+    """A request to resolve a resolved half message: the same answer again, or 409 ALREADY_RESOLVED.
+
+    Anything but a repeat is a move out of a resolved state, which the table refuses.
+    """
     if repeats(half.state, requested):
         return half
+    transition(half.state, requested, f"half message {half.message_id}")
+    # The table let a resolved message move; only a move out of PREPARED resolves one, so refuse it.
     raise AlreadyResolved(f"half message {half.message_id} is already {half.state.value}")
 
 
@@ -299,7 +304,13 @@ class HalfMessageService:
             }
             op_base = bases[-1][0]
             new = [
-                store.NewResolution(half, request.target, destinations.get(index), op_base + n, request.resolved_by)
+                store.NewResolution(
+                    half,
+                    transition(half.state, request.target, f"half message {half.message_id}"),
+                    destinations.get(index),
+                    op_base + n,
+                    request.resolved_by,
+                )
                 for n, (index, half, request) in enumerate(todo)
             ]
             for (index, half, _), resolution in zip(todo, store.insert_resolutions(conn, new), strict=True):

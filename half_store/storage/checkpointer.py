@@ -66,5 +66,5 @@ class Checkpointer:
                     cursor.execute("PRAGMA wal_checkpoint(RESTART)")
             finally:
                 connection.close()
-        except Exception:  # noqa: BLE001 - a missed checkpoint only leaves the WAL longer until the next
+        except Exception:  # a missed checkpoint only leaves the WAL longer until the next
             log.warning("WAL checkpoint failed", exc_info=True)

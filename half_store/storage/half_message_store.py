@@ -9,7 +9,7 @@ from sqlalchemy import Connection, and_, bindparam, delete, func, insert, select
 from sqlalchemy.exc import IntegrityError
 
 from half_store.domain.half_records import HalfMessage, Listener, Resolution
-from half_store.domain.half_state import HalfState
+from half_store.domain.half_state import HalfState, HalfTransition
 from half_store.domain.records import Topic, now_ms
 from half_store.storage.schema import (
     half_messages,
@@ -169,7 +169,7 @@ def claim_check(conn: Connection, message_id: str, seen_check_times: int, next_c
 @dataclass(frozen=True, slots=True)
 class NewResolution:
     half: HalfMessage
-    state: HalfState
+    move: HalfTransition  # out of PREPARED: the resolution row's primary key is the compare-and-set
     destination: tuple[Topic, int, int] | None  # where the body went: topic, partition, offset
     op_offset: int
     resolved_by: str
@@ -184,12 +184,14 @@ def insert_resolutions(conn: Connection, resolutions: Sequence[NewResolution]) -
     rows = []
     recorded = []
     for new in resolutions:
+        if new.move.source is not HalfState.PREPARED:
+            raise ValueError(f"a resolution row records a move out of PREPARED, not {new.move}")
         topic, partition, offset = new.destination or (None, None, None)
         topic_id, topic_name = (None, None) if topic is None else (topic.topic_id, topic.name)
         rows.append(
             {
                 "message_id": new.half.message_id,
-                "outcome": new.state.value,
+                "outcome": new.move.target.value,
                 "topic_id": topic_id,
                 "partition": partition,
                 "offset": offset,
@@ -198,7 +200,7 @@ def insert_resolutions(conn: Connection, resolutions: Sequence[NewResolution]) -
                 "resolved_at": resolved_at,
             }
         )
-        recorded.append(Resolution(new.state, topic_name, partition, offset, new.resolved_by, resolved_at))
+        recorded.append(Resolution(new.move.target, topic_name, partition, offset, new.resolved_by, resolved_at))
     try:
         conn.execute(_INSERT_RESOLUTION, rows)
     except IntegrityError as error:

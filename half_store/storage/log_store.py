@@ -114,8 +114,9 @@ def _insert_sql(paramstyle: str) -> str:
 
 _COPY_SQL = "COPY messages ({}) FROM STDIN (FORMAT BINARY)".format(", ".join(f'"{c}"' for c in MESSAGE_COLUMNS))
 # Binary COPY needs each column's PostgreSQL type: the schema's, without a length ("varchar").
+_PG_DIALECT = postgresql.dialect()  # type: ignore[no-untyped-call]  # SQLAlchemy's dialect classes are not annotated
 _COPY_TYPES = [
-    re.sub(r"\(.*\)", "", messages.c[name].type.compile(postgresql.dialect())).lower() for name in MESSAGE_COLUMNS
+    re.sub(r"\(.*\)", "", messages.c[name].type.compile(_PG_DIALECT)).lower() for name in MESSAGE_COLUMNS
 ]
 
 
@@ -150,6 +151,9 @@ def _copy_messages(conn: Connection, rows: list[MessageRow]) -> None:
         raise DataError(_COPY_SQL, None, error) from error
 
 
+UNSTAMPED = ProducerStamp()  # frozen, so one instance serves as every default
+
+
 @dataclass(frozen=True, slots=True)
 class AppendRequest:
     """Records for some partitions of one topic, appended together (one produce request).
@@ -160,7 +164,7 @@ class AppendRequest:
 
     topic: Topic
     records: dict[int, list[Record]]
-    stamp: ProducerStamp = ProducerStamp()
+    stamp: ProducerStamp = UNSTAMPED
 
 
 # PostgreSQL only (SQLite locks the whole database). The keys go as two arrays: a tuple
@@ -214,7 +218,7 @@ def append(
     topic: Topic,
     partition: int,
     records: Sequence[Record],
-    stamp: ProducerStamp = ProducerStamp(),
+    stamp: ProducerStamp = UNSTAMPED,
 ) -> int:
     """Append ``records`` to one partition; returns the offset of the first."""
     return append_many(conn, [AppendRequest(topic, {partition: list(records)}, stamp)])[0][partition]
@@ -371,7 +375,10 @@ def read_offsets(
         return {}
     rows = conn.execute(_READ_AT_OFFSETS, {"t_id": topic.topic_id, "p_id": partition, "offsets": list(offsets)})
     return {
-        int(offset): (StoredMessage(topic.name, partition, int(offset), int(ts), key, bytes(value), int(kind), headers), properties)
+        int(offset): (
+            StoredMessage(topic.name, partition, int(offset), int(ts), key, bytes(value), int(kind), headers),
+            properties,
+        )
         for offset, ts, key, value, kind, headers, properties in rows
     }
 

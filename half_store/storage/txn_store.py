@@ -8,7 +8,7 @@ from dataclasses import dataclass
 from sqlalchemy import Connection, bindparam, delete, insert, select, update
 
 from half_store.domain.records import now_ms
-from half_store.domain.txn_state import UNFINISHED_STATES, TxnState
+from half_store.domain.txn_state import UNFINISHED_STATES, TxnState, TxnTransition
 from half_store.storage.schema import (
     transaction_offsets,
     transaction_partitions,
@@ -112,21 +112,24 @@ def lock_open(conn: Connection, txn_ids: Sequence[str]) -> dict[str, Transaction
     return {locked.txn_id: locked for locked in map(_row, rows)}
 
 
-def transition(conn: Connection, txn_id: str, source: TxnState, target: TxnState, *, timed_out: bool = False) -> bool:
-    """Compare-and-set the state; True if this caller moved it."""
-    return bool(transition_many(conn, [txn_id], source, target, timed_out=timed_out))
+def transition(conn: Connection, txn_id: str, move: TxnTransition, *, timed_out: bool = False) -> bool:
+    """Compare-and-set the state along ``move`` (an edge of the table); True if this caller moved it."""
+    return bool(transition_many(conn, [txn_id], move, timed_out=timed_out))
 
 
 def transition_many(
-    conn: Connection, txn_ids: Sequence[str], source: TxnState, target: TxnState, *, timed_out: bool = False
+    conn: Connection, txn_ids: Sequence[str], move: TxnTransition, *, timed_out: bool = False
 ) -> set[str]:
-    """Compare-and-set the state of several transactions; returns the ids this caller moved."""
-    values: dict[str, object] = {"state": target.value, "updated_at": now_ms()}
+    """Compare-and-set the state of several transactions along ``move``; returns the ids this caller moved.
+
+    A transaction left out was not in ``move.source`` any more: another process moved it first.
+    """
+    values: dict[str, object] = {"state": move.target.value, "updated_at": now_ms()}
     if timed_out:
         values["timed_out"] = True
     moved = conn.execute(
         update(transactions)
-        .where(transactions.c.txn_id.in_(txn_ids), transactions.c.state == source.value)
+        .where(transactions.c.txn_id.in_(txn_ids), transactions.c.state == move.source.value)
         .values(**values)
         .returning(transactions.c.txn_id)
     )

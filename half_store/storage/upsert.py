@@ -60,7 +60,7 @@ def _update_each(table: Table, keys: tuple[str, ...], columns: tuple[str, ...]) 
 
 @functools.cache
 def _update_from_arrays(table: Table, keys: tuple[str, ...], columns: tuple[str, ...]) -> TextClause:
-    dialect = postgresql.dialect()
+    dialect = postgresql.dialect()  # type: ignore[no-untyped-call]  # SQLAlchemy's dialect classes are not annotated
     names = (*keys, *columns)
     arrays = ", ".join(f"CAST(:v{i} AS {table.c[name].type.compile(dialect)}[])" for i, name in enumerate(names))
     given = ", ".join(f'"{name}"' for name in names)

@@ -142,7 +142,8 @@ class AsyncConsumer(AsyncBase):
         topics = sorted(set(core.topics) | {t for t, _ in core.requested_partitions or []})
         metadata = {t: await self._transport.call(_api.get_topic(t)) for t in topics}
         partitions = core.assignment_for(list(metadata.values()))
-        core.assign(partitions, metadata, await self._transport.call(_api.group_offsets(core.group)))
+        committed = await self._transport.call(_api.group_offsets(core.group))
+        core.assign(partitions, metadata, committed)
 
     def __aiter__(self) -> AsyncIterator[Message]:
         return self._iterate()

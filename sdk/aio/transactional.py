@@ -69,7 +69,7 @@ class AsyncTransactionalProducer(AsyncBase):
         async with self._lock:
             manager = self._manager
             manager.require_in_transaction("send")
-            try:
+            with manager.failures_recorded():
                 p = self._router.choose(topic, key, partition, await self.partitions_for(topic))
                 tp = (topic, p)
                 base = manager.base_sequence(tp)
@@ -80,8 +80,6 @@ class AsyncTransactionalProducer(AsyncBase):
                         txn_id=manager.txn_id, transactional=True,
                     )
                 )
-            except Exception as exc:
-                raise manager.failed(exc)
             manager.txn_id = manager.txn_id or result.txn_id
             manager.acknowledge(tp, base, 1)
             return p, result.offsets[0]
@@ -90,21 +88,17 @@ class AsyncTransactionalProducer(AsyncBase):
         """Commit ``group``'s offsets with this transaction."""
         async with self._lock:
             self._manager.require_in_transaction("send_offsets_to_transaction")
-            try:
+            with self._manager.failures_recorded():
                 txn_id = await self._ensure_broker_transaction()
                 await self._transport.call(_api.add_offsets_to_transaction(txn_id, group, offsets))
-            except Exception as exc:
-                raise self._manager.failed(exc)
 
     async def commit_transaction(self) -> None:
         """Commit; call again if it raised with an unknown outcome."""
         async with self._lock:
             txn_id = self._manager.txn_id
             if self._manager.begin_commit() and txn_id is not None:
-                try:
+                with self._manager.failures_recorded():
                     await self._transport.call(_api.end_transaction(txn_id, "commit"))
-                except Exception as exc:
-                    raise self._manager.failed(exc)
             self._manager.completed()
 
     async def abort_transaction(self) -> None:
@@ -113,14 +107,12 @@ class AsyncTransactionalProducer(AsyncBase):
             manager = self._manager
             txn_id = manager.txn_id
             needs_request = manager.begin_abort()
-            try:
+            with manager.failures_recorded():
                 if manager.needs_epoch_bump:  # see TransactionalProducer.abort_transaction
                     await self._init_producer()
                     return
                 if needs_request and txn_id is not None:
                     await self._transport.call(_api.end_transaction(txn_id, "abort"))
-            except Exception as exc:
-                raise manager.failed(exc)
             manager.completed()
 
     @contextlib.asynccontextmanager

@@ -126,9 +126,9 @@ class FaultyProxy:
                 self.end_headers()
                 self.wfile.write(content)
 
-            do_GET = do_POST = do_PUT = do_DELETE = _forward  # noqa: N815
+            do_GET = do_POST = do_PUT = do_DELETE = _forward  # http.server's naming
 
-            def log_message(self, format: str, *args: Any) -> None:  # noqa: A002
+            def log_message(self, format: str, *args: Any) -> None:  # http.server's signature
                 pass
 
         self._server = ThreadingHTTPServer(("127.0.0.1", 0), Handler)

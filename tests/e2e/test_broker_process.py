@@ -46,7 +46,9 @@ def test_the_console_script_migrates_and_serves_with_two_workers(tmp_path: Path)
     script = shutil.which("halfmq", path=str(Path(sys.executable).parent))
     assert script, "the halfmq console script is not installed"
     database_url = f"sqlite:///{tmp_path / 'cli.db'}"
-    upgraded = subprocess.run([script, "db", "upgrade", "--database-url", database_url], capture_output=True, text=True, timeout=60)
+    upgraded = subprocess.run(
+        [script, "db", "upgrade", "--database-url", database_url], capture_output=True, text=True, timeout=60
+    )
     assert upgraded.returncode == 0, upgraded.stderr
     port = free_port()
     process = subprocess.Popen(
@@ -82,8 +84,9 @@ def test_a_half_message_survives_sigkill_and_is_resolved_by_the_checker(
         try:
             api = broker.url
             httpx.post(f"{api}/v1/topics", json={"name": "orders"})
-            kept = httpx.post(f"{api}/v1/half-messages", json={"topic": "orders", "producer_group": "pg", "value": "ship it"}).json()
-            dropped = httpx.post(f"{api}/v1/half-messages", json={"topic": "orders", "producer_group": "pg", "value": "cancel"}).json()
+            half = {"topic": "orders", "producer_group": "pg"}
+            kept = httpx.post(f"{api}/v1/half-messages", json={**half, "value": "ship it"}).json()
+            dropped = httpx.post(f"{api}/v1/half-messages", json={**half, "value": "cancel"}).json()
             broker.kill()  # the producer dies too: nobody will commit or roll back
             broker.start()
             assert read_all(broker.url, "orders") == []
@@ -139,7 +142,9 @@ def test_kafka_mode_transactions_across_a_sigkill(sqlite_databases: SqliteDataba
         assert httpx.get(f"{api}/v1/topics/t").json()["partitions"][0]["last_stable_offset"] == 0
         wait_for(lambda: httpx.get(f"{api}/v1/transactions/{open_txn}").json()["state"] == "TIMED_OUT")
         assert read_all(api, "t", 0) == [] and [m["value"] for m in read_all(api, "t", 1)] == ["kept"]
-        fenced = httpx.post(f"{api}/v1/topics/t/partitions/0/messages", json={"messages": [{"value": 1}], "base_sequence": 0, **producer})
+        fenced = httpx.post(
+            f"{api}/v1/topics/t/partitions/0/messages", json={"messages": [{"value": 1}], "base_sequence": 0, **producer}
+        )
         assert fenced.json()["error"]["code"] == "PRODUCER_FENCED"
     finally:
         broker.stop()

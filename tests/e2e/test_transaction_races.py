@@ -69,7 +69,7 @@ def test_commits_racing_the_timeout_across_two_processes_end_one_way(postgres_ur
         for txn, state in states.items():
             assert state in ("COMMITTED", "TIMED_OUT")
             assert visible.get(txn, 0) == (3 if state == "COMMITTED" else 0), (txn, state)
-        committed_by_request = {t for t, s in zip(txns, statuses) if s == 200}
+        committed_by_request = {t for t, s in zip(txns, statuses, strict=True) if s == 200}
         assert committed_by_request == {t for t, s in states.items() if s == "COMMITTED"}
     finally:
         for broker in brokers:

@@ -37,7 +37,11 @@ def small_client(database_url: str) -> Iterator[TestClient]:
         (b'{"messages": [{"value": 1, "headers": {"h": 1}}]}', 422, "VALIDATION_ERROR"),
         (b'{"messages": [{"value": 1, "partition": -1}]}', 422, "VALIDATION_ERROR"),
         (b'{"messages": [{"value": 1, "surprise": true}]}', 422, "VALIDATION_ERROR"),
-        (b'{"messages": [{"value": 1}, {"value": 2}, {"value": 3}, {"value": 4}, {"value": 5}, {"value": 6}]}', 400, "INVALID_REQUEST"),
+        (
+            b'{"messages": [{"value": 1}, {"value": 2}, {"value": 3}, {"value": 4}, {"value": 5}, {"value": 6}]}',
+            400,
+            "INVALID_REQUEST",
+        ),
         (b'{"messages": [{"value": 1, "headers": {"a": "1", "b": "2", "c": "3"}}]}', 400, "INVALID_REQUEST"),
         (b'{"messages": [{"value": "' + b"x" * 2000 + b'"}]}', 413, "MESSAGE_TOO_LARGE"),
         (b'{"messages": [{"value": "' + b"x" * 5000 + b'"}]}', 413, "MESSAGE_TOO_LARGE"),

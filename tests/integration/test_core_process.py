@@ -27,7 +27,8 @@ def client(database_url: str) -> Iterator[TestClient]:
 
 def test_produced_messages_are_fetched_back_in_order(client: TestClient) -> None:
     create_topic(client, "orders", partitions=2)
-    produced = client.post("/v1/topics/orders/messages", json={"messages": [{"value": {"n": n}, "partition": 1} for n in range(5)]})
+    messages = [{"value": {"n": n}, "partition": 1} for n in range(5)]
+    produced = client.post("/v1/topics/orders/messages", json={"messages": messages})
     assert produced.status_code == 200
     assert [o["offset"] for o in produced.json()["offsets"]] == [0, 1, 2, 3, 4]
     assert [m["value"]["n"] for m in read_all(client, "orders", partition=1)] == [0, 1, 2, 3, 4]
@@ -48,7 +49,9 @@ def test_errors_keep_their_status_and_code(client: TestClient) -> None:
 def test_unstorable_strings_are_refused_and_nothing_is_stored(client: TestClient) -> None:
     create_topic(client, "t")
     surrogate = client.post(
-        "/v1/topics/t/messages", content=b'{"messages": [{"value": 1, "key": "\\ud800"}]}', headers={"content-type": "application/json"}
+        "/v1/topics/t/messages",
+        content=b'{"messages": [{"value": 1, "key": "\\ud800"}]}',
+        headers={"content-type": "application/json"},
     )
     assert (surrogate.status_code, error_code(surrogate)) == (422, "VALIDATION_ERROR")
     assert read_all(client, "t") == []
@@ -69,7 +72,8 @@ def test_a_committed_half_message_is_delivered_and_cannot_be_rolled_back(client:
 def test_a_transaction_is_invisible_to_read_committed_until_it_commits(client: TestClient) -> None:
     create_topic(client, "t")
     producer = client.post("/v1/producers", json={"transactional_id": "tx-1"}).json()
-    txn = client.post("/v1/transactions", json={"producer_id": producer["producer_id"], "producer_epoch": producer["producer_epoch"]}).json()
+    stamp = {"producer_id": producer["producer_id"], "producer_epoch": producer["producer_epoch"]}
+    txn = client.post("/v1/transactions", json=stamp).json()
     produced = client.post(
         "/v1/topics/t/partitions/0/messages",
         json={"messages": [{"value": "a"}], "txn_id": txn["txn_id"], **producer, "base_sequence": 0},

@@ -68,7 +68,8 @@ def test_a_half_message_is_invisible_until_committed(orders: TestClient) -> None
     assert [m["value"] for m in half_log] == [{"order": 1}]
 
     committed = orders.post(f"/v1/half-messages/{prepared['message_id']}/commit").json()
-    assert committed == {"message_id": prepared["message_id"], "state": "COMMITTED", "topic": "orders", "partition": 0, "offset": 0}
+    where = {"topic": "orders", "partition": 0, "offset": 0}
+    assert committed == {"message_id": prepared["message_id"], "state": "COMMITTED", **where}
     visible = read_all(orders, "orders")
     assert [(m["key"], m["value"], m["headers"]) for m in visible] == [("k", {"order": 1}, {"h": "1"})]
     ops = read_all(orders, OP_HALF_TOPIC)
@@ -96,9 +97,10 @@ def test_rollback_writes_only_an_op_record(orders: TestClient) -> None:
 
 
 def test_preparing_the_same_transaction_again_returns_the_same_half_message(orders: TestClient) -> None:
-    first = orders.post("/v1/half-messages", json={"topic": "orders", "producer_group": "pg", "value": 1, "transaction_id": "tx-1"})
-    again = orders.post("/v1/half-messages", json={"topic": "orders", "producer_group": "pg", "value": 1, "transaction_id": "tx-1"})
-    other_group = orders.post("/v1/half-messages", json={"topic": "orders", "producer_group": "pg2", "value": 1, "transaction_id": "tx-1"})
+    half = {"topic": "orders", "producer_group": "pg", "value": 1, "transaction_id": "tx-1"}
+    first = orders.post("/v1/half-messages", json=half)
+    again = orders.post("/v1/half-messages", json=half)
+    other_group = orders.post("/v1/half-messages", json={**half, "producer_group": "pg2"})
     assert (first.status_code, again.status_code, other_group.status_code) == (201, 200, 201)
     assert again.json()["message_id"] == first.json()["message_id"] != other_group.json()["message_id"]
     assert len(read_all(orders, HALF_TOPIC)) == 2
@@ -153,7 +155,8 @@ def test_the_checker_asks_a_signed_listener_and_applies_its_answer(orders: TestC
     assert (state_of(orders, keep), state_of(orders, drop)) == ("COMMITTED", "ROLLED_BACK")
     assert [m["value"] for m in read_all(orders, "orders")] == ["keep"]
     check, headers, raw = listener.received[0]
-    assert set(check) >= {"message_id", "transaction_id", "producer_group", "topic", "key", "value", "headers", "check_times", "born_timestamp"}
+    sent = {"message_id", "transaction_id", "producer_group", "topic", "key", "value", "headers", "check_times", "born_timestamp"}
+    assert set(check) >= sent
     assert check["check_times"] == 1
     expected = "sha256=" + hmac.new(b"s3cret", raw, hashlib.sha256).hexdigest()
     assert headers["X-Halfmq-Signature"] == expected

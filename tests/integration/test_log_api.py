@@ -124,7 +124,9 @@ def test_group_offsets_with_lag(client: TestClient) -> None:
     client.post("/v1/topics/t/messages", json={"messages": [{"value": i, "partition": 0} for i in range(5)]})
     committed = client.post(
         "/v1/groups/g/offsets",
-        json={"offsets": [{"topic": "t", "partition": 0, "offset": 3, "metadata": "m"}, {"topic": "t", "partition": 1, "offset": 0}]},
+        json={
+            "offsets": [{"topic": "t", "partition": 0, "offset": 3, "metadata": "m"}, {"topic": "t", "partition": 1, "offset": 0}]
+        },
     )
     assert committed.status_code == 200
     assert client.get("/v1/groups/g/offsets").json()["offsets"] == [

@@ -10,7 +10,7 @@ import pytest
 from fastapi.testclient import TestClient
 
 from app.broker import Broker
-from half_store.domain.txn_state import TxnState
+from half_store.domain.txn_state import TxnState, prepare_state, transition
 from half_store.storage import txn_store
 from tests.integration.conftest import (
     create_topic,
@@ -38,6 +38,12 @@ def send(client: TestClient, topic: str, partition: int, txn_id: str | None, *va
     if txn_id:
         body["txn_id"] = txn_id
     return client.post(f"/v1/topics/{topic}/partitions/{partition}/messages", json=body)
+
+
+def prepare_only(broker: Broker, txn_id: str, *, commit: bool) -> None:
+    """Phase one of an end without phase two, as a crash between the two leaves a transaction."""
+    move = transition(TxnState.OPEN, prepare_state(commit))
+    broker.store.writer.run_sync(lambda conn: txn_store.transition(conn, txn_id, move))
 
 
 def lso(client: TestClient, topic: str, partition: int) -> tuple[int, int]:
@@ -140,7 +146,7 @@ def test_init_finishes_a_transaction_that_was_preparing_to_commit(topics: TestCl
     txn = begin(topics, **producer)
     send(topics, "a", 0, txn, "survives")
     # A crash between the two commit phases leaves the transaction in PREPARE_COMMIT.
-    broker.store.writer.run_sync(lambda conn: txn_store.transition(conn, txn, TxnState.OPEN, TxnState.PREPARE_COMMIT))
+    prepare_only(broker, txn, commit=True)
     topics.post("/v1/producers", json={"transactional_id": "etl"})
     assert topics.get(f"/v1/transactions/{txn}").json()["state"] == "COMMITTED"
     assert [m["value"] for m in read_all(topics, "a", 0)] == ["survives"]
@@ -150,8 +156,8 @@ def test_prepared_transactions_are_completed_by_recovery(topics: TestClient, bro
     commit, abort = begin(topics), begin(topics)
     send(topics, "a", 0, commit, "yes")
     send(topics, "a", 1, abort, "no")
-    broker.store.writer.run_sync(lambda conn: txn_store.transition(conn, commit, TxnState.OPEN, TxnState.PREPARE_COMMIT))
-    broker.store.writer.run_sync(lambda conn: txn_store.transition(conn, abort, TxnState.OPEN, TxnState.PREPARE_ABORT))
+    prepare_only(broker, commit, commit=True)
+    prepare_only(broker, abort, commit=False)
     assert topics.portal.call(broker.coordinator.complete_prepared) == 2  # type: ignore[union-attr]
     assert [topics.get(f"/v1/transactions/{t}").json()["state"] for t in (commit, abort)] == ["COMMITTED", "ABORTED"]
     assert [m["value"] for m in read_all(topics, "a", 0)] == ["yes"] and read_all(topics, "a", 1) == []
@@ -199,7 +205,7 @@ def test_transaction_timeouts_are_bounded(topics: TestClient) -> None:
 def test_a_retried_commit_completes_a_prepared_transaction(topics: TestClient, broker: Broker) -> None:
     txn = begin(topics)
     send(topics, "a", 0, txn, "yes")
-    broker.store.writer.run_sync(lambda conn: txn_store.transition(conn, txn, TxnState.OPEN, TxnState.PREPARE_COMMIT))
+    prepare_only(broker, txn, commit=True)
     assert topics.post(f"/v1/transactions/{txn}/commit").json()["state"] == "COMMITTED"
     assert [m["value"] for m in read_all(topics, "a", 0)] == ["yes"]
 
@@ -295,13 +301,12 @@ def test_a_refused_write_in_a_shared_group_commit_fails_alone(topics: TestClient
 def test_idempotent_batches_sharing_a_group_commit_are_checked_each(topics: TestClient) -> None:
     stamp = topics.post("/v1/producers", json={}).json()
     first = send(topics, "a", 0, None, "x", base_sequence=0, **stamp).json()
-    with ThreadPoolExecutor(4) as pool:
-        with one_group_commit(topics) as queued:
-            retry = pool.submit(send, topics, "a", 0, None, "x", base_sequence=0, **stamp)
-            other_partition = pool.submit(send, topics, "a", 1, None, "y", base_sequence=0, **stamp)
-            other_topic = pool.submit(send, topics, "b", 0, None, "z", base_sequence=0, **stamp)
-            gap = pool.submit(send, topics, "a", 0, None, "late", base_sequence=3, **stamp)
-            queued(4)
+    with ThreadPoolExecutor(4) as pool, one_group_commit(topics) as queued:
+        retry = pool.submit(send, topics, "a", 0, None, "x", base_sequence=0, **stamp)
+        other_partition = pool.submit(send, topics, "a", 1, None, "y", base_sequence=0, **stamp)
+        other_topic = pool.submit(send, topics, "b", 0, None, "z", base_sequence=0, **stamp)
+        gap = pool.submit(send, topics, "a", 0, None, "late", base_sequence=3, **stamp)
+        queued(4)
     assert retry.result().json() == {**first, "duplicate": True}
     assert other_partition.result().json()["offsets"] == [{"partition": 1, "offset": 0}]
     assert other_topic.result().json()["offsets"] == [{"partition": 0, "offset": 0}]
@@ -363,7 +368,7 @@ def test_a_transactional_produce_is_refused_to_a_fenced_producer_and_while_its_t
     fenced = transactional(topics, "a", 0, "old", 0, old)
     assert (fenced.status_code, error_code(fenced)) == (409, "PRODUCER_FENCED")
     txn = transactional(topics, "a", 0, "x", 0, current).json()["txn_id"]
-    broker.store.writer.run_sync(lambda conn: txn_store.transition(conn, txn, TxnState.OPEN, TxnState.PREPARE_COMMIT))
+    prepare_only(broker, txn, commit=True)
     ending = transactional(topics, "a", 1, "y", 0, current)
     assert (ending.status_code, error_code(ending)) == (409, "CONCURRENT_TRANSACTIONS")
     assert values(topics, "a", 1, "read_uncommitted") == []

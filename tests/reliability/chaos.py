@@ -156,7 +156,7 @@ class ListenerServer:
         rng_lock = threading.Lock()
 
         class Handler(BaseHTTPRequestHandler):
-            def do_POST(self) -> None:  # noqa: N802 - http.server's naming
+            def do_POST(self) -> None:  # http.server's naming
                 length = int(self.headers.get("content-length", 0))
                 body = self.rfile.read(length)
                 if len(body) < length:  # the broker was killed while sending it
@@ -195,7 +195,7 @@ class ListenerServer:
                     with ledger.lock:
                         ledger.checks["answer_lost"] += 1
 
-            def log_message(self, format: str, *args: Any) -> None:  # noqa: A002 - quiet
+            def log_message(self, format: str, *args: Any) -> None:  # quiet
                 pass
 
         self.server = ThreadingHTTPServer(("127.0.0.1", 0), Handler)
@@ -256,7 +256,9 @@ class CheckPoller:
         answer = self.api.until_answered("POST", f"/v1/half-messages/{check['message_id']}/{action}")
         want = "COMMITTED" if intent == "COMMIT" else "ROLLED_BACK"
         if answer.status_code != 200 or answer.json()["state"] != want:
-            self.ledger.anomaly(f"answering polled check {check['message_id']} with {action} -> {answer.status_code} {answer.text}")
+            self.ledger.anomaly(
+                f"answering polled check {check['message_id']} with {action} -> {answer.status_code} {answer.text}"
+            )
         with self.ledger.lock:
             self.ledger.checks[f"polled_{intent}"] += 1
 

@@ -80,7 +80,8 @@ def test_request_body_over_the_limit_is_413(http: httpx.Client) -> None:
     big = {"messages": [{"value": "x" * 4000} for _ in range(5)] + [{"value": "y" * 2000}]}
     body = json.dumps(big).encode()
     assert len(body) > 20_000
-    refused(http.post("/v1/topics/limits/messages", content=body, headers={"content-type": "application/json"}), 413, "MESSAGE_TOO_LARGE", "20000")
+    too_large = http.post("/v1/topics/limits/messages", content=body, headers={"content-type": "application/json"})
+    refused(too_large, 413, "MESSAGE_TOO_LARGE", "20000")
     still_healthy(http)
 
 
@@ -145,9 +146,11 @@ def test_fetch_size_and_wait_limits(http: httpx.Client) -> None:
 
 def test_header_count_and_size_limits(http: httpx.Client) -> None:
     four = {f"h{i}": "v" for i in range(4)}
-    refused(http.post("/v1/topics/limits/messages", json={"messages": [{"value": 1, "headers": four}]}), 400, "INVALID_REQUEST", "3")
+    many = http.post("/v1/topics/limits/messages", json={"messages": [{"value": 1, "headers": four}]})
+    refused(many, 400, "INVALID_REQUEST", "3")
     large = {"h": "v" * 300}
-    refused(http.post("/v1/topics/limits/messages", json={"messages": [{"value": 1, "headers": large}]}), 400, "INVALID_REQUEST", "200")
+    big = http.post("/v1/topics/limits/messages", json={"messages": [{"value": 1, "headers": large}]})
+    refused(big, 400, "INVALID_REQUEST", "200")
     half = {"topic": "limits", "producer_group": "lg", "value": 1, "headers": four}
     refused(http.post("/v1/half-messages", json=half), 400, "INVALID_REQUEST", "3")
     three = {f"h{i}": "v" for i in range(3)}
@@ -257,7 +260,8 @@ def test_back_checks_in_flight_are_bounded_per_group_and_overall(http: httpx.Cli
     groups = [f"slow-{n}" for n in range(6)]
     try:
         for group in groups:
-            answer = http.put(f"/v1/producer-groups/{group}/listeners/one", json={"callback_url": listener.url, "ttl_seconds": 60})
+            body = {"callback_url": listener.url, "ttl_seconds": 60}
+            answer = http.put(f"/v1/producer-groups/{group}/listeners/one", json=body)
             assert answer.status_code == 200, answer.text
         ids = [
             http.post("/v1/half-messages", json={"topic": "limits", "producer_group": group, "value": i}).json()["message_id"]

@@ -44,7 +44,9 @@ LEADER_RE = re.compile(r"^halfmq_checker_leader (\S+)$", re.MULTILINE)
 
 
 @pytest.fixture()
-def two_brokers(postgres_databases: PostgresDatabases, start_broker: Callable[..., BrokerProcess]) -> Iterator[tuple[BrokerProcess, BrokerProcess, str]]:
+def two_brokers(
+    postgres_databases: PostgresDatabases, start_broker: Callable[..., BrokerProcess]
+) -> Iterator[tuple[BrokerProcess, BrokerProcess, str]]:
     url = postgres_databases.new()
     # Started together: both migrate the empty database at once (an advisory lock serialises them).
     with ThreadPoolExecutor(2) as pool:
@@ -68,14 +70,15 @@ def lease_holder(url: str) -> tuple[str, int] | None:
 
 
 def test_two_processes_share_one_database_without_sharing_offsets(two_brokers: tuple[BrokerProcess, BrokerProcess, str]) -> None:
-    a, b, url = two_brokers
+    a, b, _url = two_brokers
     listener = CallbackServer(lambda _check: "COMMIT").start()
     clients = [httpx.Client(base_url=p.url, timeout=30) for p in (a, b)]
     try:
         ca, cb = clients
         assert ca.post("/v1/topics", json={"name": "shared", "partitions": 3}).status_code == 201
         assert cb.post("/v1/topics", json={"name": "shared", "partitions": 3}).json()["error"]["code"] == "TOPIC_EXISTS"
-        assert ca.put("/v1/producer-groups/two/listeners/l1", json={"callback_url": listener.url, "ttl_seconds": 60}).status_code == 200
+        registered = ca.put("/v1/producer-groups/two/listeners/l1", json={"callback_url": listener.url, "ttl_seconds": 60})
+        assert registered.status_code == 200
 
         acknowledged: dict[str, tuple[int, int]] = {}
         lock = threading.Lock()
@@ -119,7 +122,9 @@ def test_two_processes_share_one_database_without_sharing_offsets(two_brokers: t
                         errors.append(f"idempotent produce -> {original.text} / retry {retried.text}")
                         return
                     if not retried.json()["duplicate"] or retried.json()["offsets"] != original.json()["offsets"]:
-                        errors.append(f"retry through the other process was not a duplicate: {original.json()} vs {retried.json()}")
+                        errors.append(
+                            f"retry through the other process was not a duplicate: {original.json()} vs {retried.json()}"
+                        )
                     record(ids, original.json()["offsets"])
                     sequence += 2
 
@@ -132,7 +137,8 @@ def test_two_processes_share_one_database_without_sharing_offsets(two_brokers: t
                     placed = []
                     for client, value_id in zip((on_a, on_b), ids, strict=True):
                         answer = client.post(
-                            "/v1/topics/shared/partitions/2/messages", json={"messages": [{"value": {"id": value_id}}], "txn_id": txn}
+                            "/v1/topics/shared/partitions/2/messages",
+                            json={"messages": [{"value": {"id": value_id}}], "txn_id": txn},
                         )
                         placed += answer.json()["offsets"]
                     committed = on_b.post(f"/v1/transactions/{txn}/commit")
@@ -147,7 +153,8 @@ def test_two_processes_share_one_database_without_sharing_offsets(two_brokers: t
                 while not stop.is_set():
                     value_id = f"half-{next(counter)}"
                     prepared = on_a.post(
-                        "/v1/half-messages", json={"topic": "shared", "producer_group": "two", "value": {"id": value_id}, "partition": 0}
+                        "/v1/half-messages",
+                        json={"topic": "shared", "producer_group": "two", "value": {"id": value_id}, "partition": 0},
                     ).json()
                     if int(value_id.split("-")[1]) % 3:
                         committed = on_b.post(f"/v1/half-messages/{prepared['message_id']}/commit")
@@ -191,7 +198,9 @@ def test_two_processes_share_one_database_without_sharing_offsets(two_brokers: t
         for partition in range(3):
             offset, last_offset = 0, -1
             while True:
-                page = cb.get(f"/v1/topics/shared/partitions/{partition}/messages", params={"offset": offset, "max_messages": 1000}).json()
+                page = cb.get(
+                    f"/v1/topics/shared/partitions/{partition}/messages", params={"offset": offset, "max_messages": 1000}
+                ).json()
                 for message in page["messages"]:
                     assert message["offset"] > last_offset
                     last_offset = message["offset"]
@@ -204,7 +213,9 @@ def test_two_processes_share_one_database_without_sharing_offsets(two_brokers: t
         assert not twice, f"values read more than once: {list(twice.items())[:10]}"
         missing = sorted(set(acknowledged) - set(seen))
         assert not missing, f"acknowledged values missing: {missing[:10]}"
-        misplaced = [(k, acknowledged[k], where[k]) for k in acknowledged if acknowledged[k][1] >= 0 and acknowledged[k] != where[k]]
+        misplaced = [
+            (k, acknowledged[k], where[k]) for k in acknowledged if acknowledged[k][1] >= 0 and acknowledged[k] != where[k]
+        ]
         assert not misplaced, f"values read elsewhere than acknowledged: {misplaced[:10]}"
         # Gap-free: every offset below the high watermark of the plain partition holds one acknowledged value.
         plain_offsets = sorted(o for (p, o) in (where[k] for k in seen) if p == 0)
@@ -243,7 +254,8 @@ def test_a_killed_checkers_lease_is_taken_over(two_brokers: tuple[BrokerProcess,
         killed_at = time.monotonic()
         half = on_survivor.post("/v1/half-messages", json={"topic": "takeover", "producer_group": "takeover", "value": 1}).json()
         txn = on_survivor.post("/v1/transactions", json={"timeout_ms": 500}).json()["txn_id"]
-        assert on_survivor.post("/v1/topics/takeover/partitions/0/messages", json={"messages": [{"value": 2}], "txn_id": txn}).status_code == 200
+        written = on_survivor.post("/v1/topics/takeover/partitions/0/messages", json={"messages": [{"value": 2}], "txn_id": txn})
+        assert written.status_code == 200
 
         took_over = None
         while time.monotonic() - killed_at < 2 + 5:

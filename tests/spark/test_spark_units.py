@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import base64
+import itertools
 
 import pytest
 
@@ -101,7 +102,7 @@ def test_plan_ranges_splits_to_min_partitions() -> None:
     for key in (("t", 0), ("u", 0)):
         pieces = sorted((r.start, r.end) for r in ranges if (r.topic, r.partition) == key)
         assert pieces[0][0] == start[key] and pieces[-1][1] == end[key]
-        assert all(a[1] == b[0] for a, b in zip(pieces, pieces[1:]))  # contiguous, no overlap
+        assert all(a[1] == b[0] for a, b in itertools.pairwise(pieces))  # contiguous, no overlap
 
 
 def test_value_text_mapping() -> None:

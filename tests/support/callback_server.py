@@ -24,7 +24,7 @@ class CallbackServer:
         class Handler(BaseHTTPRequestHandler):
             protocol_version = "HTTP/1.1"  # keep-alive, as a real listener would
 
-            def do_POST(self) -> None:  # noqa: N802 - http.server's naming
+            def do_POST(self) -> None:  # http.server's naming
                 raw = self.rfile.read(int(self.headers.get("content-length", 0)))
                 check = json.loads(raw)
                 server.received.append((check, dict(self.headers), raw))

@@ -19,9 +19,9 @@ def test_need_discard_after_check_max_checks() -> None:
 
 
 def test_immunity_is_the_longer_of_timeout_and_check_immunity() -> None:
-    assert 6_999 < first_check_at(1_000, transaction_timeout_ms=6_000, check_immunity_ms=0)
-    assert not 7_000 < first_check_at(1_000, transaction_timeout_ms=6_000, check_immunity_ms=0)
-    assert 30_000 < first_check_at(1_000, transaction_timeout_ms=6_000, check_immunity_ms=60_000)
+    assert first_check_at(1_000, transaction_timeout_ms=6_000, check_immunity_ms=0) > 6_999
+    assert not first_check_at(1_000, transaction_timeout_ms=6_000, check_immunity_ms=0) > 7_000
+    assert first_check_at(1_000, transaction_timeout_ms=6_000, check_immunity_ms=60_000) > 30_000
 
 
 def test_signature_is_hmac_sha256_of_the_raw_body() -> None:

@@ -6,7 +6,7 @@ import asyncio
 from typing import Any
 
 from app.core.protocol import CALL, encode, read_frame
-from half_store.domain.errors import AlreadyResolved
+from half_store.domain.errors import AlreadyResolved, IllegalTransition
 from half_store.domain.half_records import HalfMessage, Resolution
 from half_store.domain.half_state import HalfState
 from half_store.domain.records import (
@@ -65,3 +65,12 @@ def test_a_closed_connection_reads_as_none() -> None:
         return await read_frame(reader)
 
     assert asyncio.run(run()) is None
+
+
+def test_an_illegal_transition_arrives_as_what_it_is() -> None:
+    refused = IllegalTransition("transaction txn-1 is ABORTED; it cannot become PREPARE_COMMIT")
+    arrived = _through_the_socket((4, False, refused))
+    assert arrived is not None
+    error = arrived[2]
+    assert isinstance(error, IllegalTransition)
+    assert (error.status, error.code, error.message) == (409, "ALREADY_RESOLVED", refused.message)

@@ -34,7 +34,7 @@ from sqlalchemy.pool import StaticPool
 
 from half_store.domain.constants import CONTROL_ABORT, CONTROL_COMMIT, VALUE_JSON
 from half_store.domain.records import ProducerStamp, Record, Topic, now_ms
-from half_store.domain.txn_state import TxnState, final_state, prepare_state
+from half_store.domain.txn_state import TxnState, final_state, prepare_state, transition
 from half_store.services.log_service import read_partition
 from half_store.storage import log_store, txn_store
 from half_store.storage.migrate import upgrade
@@ -103,14 +103,14 @@ def open_transaction(conn: Connection, txn_id: str) -> None:
 def end_transaction(conn: Connection, topic: Topic, txn_id: str, commit: bool) -> list[tuple[int, int]]:
     """What Coordinator.end + _complete write: PREPARE_*, a control marker per partition, the final state."""
     prepared = prepare_state(commit)
-    assert txn_store.transition(conn, txn_id, TxnState.OPEN, prepared)
+    assert txn_store.transition(conn, txn_id, transition(TxnState.OPEN, prepared))
     markers = []
     for part in txn_store.partitions_of(conn, txn_id):
         stamp = ProducerStamp(None, None, None, txn_id, CONTROL_COMMIT if commit else CONTROL_ABORT)
         offset = log_store.append(conn, topic, part.partition, [Record(None, b"null", 0, None, 0)], stamp)
         txn_store.mark_partitions_ended(conn, [(txn_id, part.topic_id, part.partition, offset, not commit)])
         markers.append((part.partition, offset))
-    assert txn_store.transition(conn, txn_id, prepared, final_state(prepared, timed_out=False))
+    assert txn_store.transition(conn, txn_id, transition(prepared, final_state(prepared, timed_out=False)))
     return markers
 
 
@@ -165,7 +165,11 @@ def check_against_model(conn: Connection, topic: Topic, model: Model, data: st.D
         assert uncommitted == model.uncommitted_view(partition)
 
 
-@settings(max_examples=int(os.environ.get("HALFMQ_PROPERTY_EXAMPLES", "80")), deadline=None, suppress_health_check=[HealthCheck.function_scoped_fixture, HealthCheck.too_slow])
+@settings(
+    max_examples=int(os.environ.get("HALFMQ_PROPERTY_EXAMPLES", "80")),
+    deadline=None,
+    suppress_health_check=[HealthCheck.function_scoped_fixture, HealthCheck.too_slow],
+)
 @given(ops=operations, data=st.data())
 def test_read_committed_matches_the_model(engine: Engine, ops: list[tuple[Any, ...]], data: st.DataObject) -> None:
     with engine.connect() as conn, conn.begin() as outer:

@@ -46,7 +46,7 @@ def test_every_state_has_a_row_and_the_table_only_names_states() -> None:
 
 
 def test_final_and_unfinished_partition_the_states() -> None:
-    assert FINAL_STATES | UNFINISHED_STATES == set(TxnState)
+    assert set(TxnState) == FINAL_STATES | UNFINISHED_STATES
     assert not FINAL_STATES & UNFINISHED_STATES
 
 

@@ -1,0 +1,192 @@
+"""Every route answers exactly as ``/openapi.json`` says it does.
+
+Real answers of every route (successes and errors, through the in-process app) are held
+to the schema the document declares for their status: the status must be declared, and
+a JSON body must have every required property and no property the schema does not
+declare. Across all answers, every declared property must turn up at least once, so the
+document declares nothing the broker never sends.
+"""
+
+from __future__ import annotations
+
+import re
+from collections import defaultdict
+from typing import Any
+
+import httpx
+from fastapi.testclient import TestClient
+
+from tests.integration.conftest import create_topic
+
+# FastAPI's own pages, which the document does not describe.
+UNDESCRIBED = {"/openapi.json", "/docs", "/docs/oauth2-redirect", "/redoc"}
+JSON_TYPES: dict[str, type | tuple[type, ...]] = {
+    "object": dict,
+    "array": list,
+    "string": str,
+    "integer": int,
+    "number": (int, float),
+    "boolean": bool,
+}
+
+
+def is_json_type(kind: str, value: Any) -> bool:
+    # JSON has no booleans among its numbers, Python does.
+    return isinstance(value, JSON_TYPES[kind]) and (kind == "boolean" or not isinstance(value, bool))
+
+Seen = defaultdict[str, set[str]]  # component schema -> the properties answers had
+
+
+class ResponseSchemas:
+    """Checks each answer against the document, and remembers what the answers covered."""
+
+    def __init__(self, document: dict[str, Any]) -> None:
+        self.paths: dict[str, dict[str, Any]] = document["paths"]
+        self.components: dict[str, Any] = document["components"]["schemas"]
+        self.templates = [(re.compile(re.sub(r"\{[^/]+\}", "[^/]+", path) + "$"), path) for path in self.paths]
+        self.seen: Seen = defaultdict(set)
+        self.answered: set[tuple[str, str, int]] = set()
+
+    def check(self, response: httpx.Response) -> None:
+        """An httpx response hook: every answer the test client gets goes through here."""
+        url_path = response.request.url.path
+        if url_path in UNDESCRIBED:
+            return
+        matches = [path for pattern, path in self.templates if pattern.match(url_path)]
+        assert len(matches) == 1, f"{url_path} matches {matches} of the document's paths"
+        method, path, status = response.request.method.lower(), matches[0], response.status_code
+        declared = self.paths[path][method]["responses"].get(str(status))
+        assert declared is not None, f"{method.upper()} {path} answered {status}, which the document does not declare"
+        response.read()
+        content = declared.get("content")
+        if not content:
+            assert response.content == b"", f"{method.upper()} {path} {status} declares no body but sent one"
+        elif "application/json" in content:
+            problems = self._problems(content["application/json"]["schema"], response.json(), "body", self.seen)
+            assert not problems, f"{method.upper()} {path} {status}: " + "; ".join(problems)
+        else:
+            media_type = response.headers["content-type"].split(";")[0]
+            assert media_type in content, f"{method.upper()} {path} {status} sent {media_type}, not {list(content)}"
+        self.answered.add((method, path, status))
+
+    def _problems(
+        self, schema: dict[str, Any], value: Any, where: str, seen: Seen, name: str | None = None
+    ) -> list[str]:
+        if "$ref" in schema:
+            component = schema["$ref"].rsplit("/", 1)[-1]
+            seen[component]  # reached, even if it has no properties to see
+            return self._problems(self.components[component], value, where, seen, component)
+        if "anyOf" in schema:
+            for branch in schema["anyOf"]:
+                trial: Seen = defaultdict(set)
+                if not self._problems(branch, value, where, trial):
+                    for component, keys in trial.items():
+                        seen[component] |= keys
+                    return []
+            return [f"{where}: {value!r} matches none of {schema['anyOf']}"]
+        if "enum" in schema and value not in schema["enum"]:
+            return [f"{where}: {value!r} is not one of {schema['enum']}"]
+        kind = schema.get("type")
+        if kind is None:
+            return []  # any JSON
+        if kind == "null":
+            return [] if value is None else [f"{where}: {value!r} is not null"]
+        if not is_json_type(kind, value):
+            return [f"{where}: {value!r} is not {kind}"]
+        if kind == "array":
+            problems = []
+            for n, item in enumerate(value):
+                problems += self._problems(schema["items"], item, f"{where}[{n}]", seen)
+            return problems
+        if kind != "object":
+            return []
+        properties: dict[str, Any] = schema.get("properties", {})
+        others = schema.get("additionalProperties")
+        required: list[str] = schema.get("required", [])
+        problems = [f"{where}: {key!r} is required, not there" for key in required if key not in value]
+        for key, item in value.items():
+            if key in properties:
+                problems += self._problems(properties[key], item, f"{where}.{key}", seen)
+            elif isinstance(others, dict):
+                problems += self._problems(others, item, f"{where}.{key}", seen)
+            else:
+                problems.append(f"{where}: {key!r} is not declared")
+        if name is not None:
+            seen[name] |= value.keys() & properties.keys()
+        return problems
+
+    def assert_covered(self) -> None:
+        succeeded = {(method, path) for method, path, status in self.answered if status < 300}
+        declared = {(method, path) for path, operations in self.paths.items() for method in operations}
+        assert declared <= succeeded, f"operations the test never got an answer from: {sorted(declared - succeeded)}"
+        for component, properties in self.seen.items():
+            never_sent = self.components[component].get("properties", {}).keys() - properties
+            assert not never_sent, f"{component} declares {sorted(never_sent)}, which no answer had"
+
+
+def test_every_route_answers_as_the_document_declares(client: TestClient) -> None:
+    schemas = ResponseSchemas(client.get("/openapi.json").json())
+    client.event_hooks = {"request": [], "response": [schemas.check]}
+
+    # Topics, with the errors they answer.
+    create_topic(client, "orders", 2)
+    assert client.post("/v1/topics", json={"name": "orders"}).status_code == 409
+    assert client.post("/v1/topics", json={"name": "RMQ_SYS_MINE"}).status_code == 403
+    assert client.post("/v1/topics", content=b"{", headers={"content-type": "application/json"}).status_code == 400
+    assert client.post("/v1/topics", json={"name": "orders", "partitions": 0}).status_code == 422
+    assert client.get("/v1/topics").status_code == 200
+    assert client.get("/v1/topics/orders").status_code == 200
+    assert client.get("/v1/topics/missing").status_code == 404
+
+    # Produce and fetch: a JSON message with headers and a binary one.
+    messages = [
+        {"key": "k", "value": {"n": 1}, "headers": {"h": "v"}, "partition": 1},
+        {"value_base64": "AAE=", "partition": 1},
+    ]
+    assert client.post("/v1/topics/orders/messages", json={"messages": messages}).status_code == 200
+    assert client.get("/v1/topics/orders/partitions/1/messages").json()["messages"]
+    assert client.get("/v1/topics/orders/partitions/1/messages", params={"offset": 99}).status_code == 416
+
+    # Kafka mode: a transactional producer whose write begins its transaction, and an explicit one.
+    producer = client.post("/v1/producers", json={"transactional_id": "etl"}).json()
+    stamp = {"producer_id": producer["producer_id"], "producer_epoch": producer["producer_epoch"]}
+    write = {"messages": [{"value": 1}], "base_sequence": 0, "transactional": True, **stamp}
+    begun = client.post("/v1/topics/orders/partitions/0/messages", json=write).json()["txn_id"]
+    assert client.post(f"/v1/transactions/{begun}/commit").json()["state"] == "COMMITTED"
+    txn = client.post("/v1/transactions", json={}).json()["txn_id"]
+    in_txn = {"messages": [{"value": 2}], "txn_id": txn}
+    assert client.post("/v1/topics/orders/partitions/0/messages", json=in_txn).status_code == 200
+    offsets = {"group": "g", "offsets": [{"topic": "orders", "partition": 0, "offset": 1}]}
+    assert client.post(f"/v1/transactions/{txn}/offsets", json=offsets).status_code == 200
+    assert client.get(f"/v1/transactions/{txn}").json()["partitions"]
+    assert client.post(f"/v1/transactions/{txn}/abort").status_code == 200
+    assert client.post(f"/v1/transactions/{txn}/commit").status_code == 409
+    assert client.get("/v1/transactions/txn-missing").status_code == 404
+
+    # Consumer groups.
+    commit = {"offsets": [{"topic": "orders", "partition": 1, "offset": 1, "metadata": "m"}]}
+    assert client.post("/v1/groups/g/offsets", json=commit).status_code == 200
+    assert client.get("/v1/groups/g/offsets").json()["offsets"]
+
+    # Mode 1: two half messages, polled for checks (one JSON, one binary), then resolved each way.
+    half = {"topic": "orders", "producer_group": "pg", "transaction_id": "t-1", "value": 1, "headers": {"h": "v"}}
+    committed = client.post("/v1/half-messages", json=half).json()["message_id"]
+    assert client.post("/v1/half-messages", json=half).status_code == 200  # the same transaction id again
+    binary = {"topic": "orders", "producer_group": "pg", "value_base64": "AAE="}
+    rolled_back = client.post("/v1/half-messages", json=binary).json()["message_id"]
+    listener = {"callback_url": "http://127.0.0.1:9/check", "ttl_seconds": 30, "secret": "s"}
+    assert client.put("/v1/producer-groups/pg/listeners/i1", json=listener).status_code == 200
+    assert client.delete("/v1/producer-groups/pg/listeners/i1").status_code == 204
+    assert client.delete("/v1/producer-groups/pg/listeners/i1").status_code == 404
+    assert len(client.get("/v1/producer-groups/pg/checks").json()["checks"]) == 2
+    assert client.post(f"/v1/half-messages/{committed}/commit").json()["state"] == "COMMITTED"
+    assert client.post(f"/v1/half-messages/{rolled_back}/rollback").json()["state"] == "ROLLED_BACK"
+    assert client.post(f"/v1/half-messages/{committed}/rollback").status_code == 409
+    assert client.get(f"/v1/half-messages/{committed}").json()["state"] == "COMMITTED"
+    assert len(client.get("/v1/half-messages", params={"producer_group": "pg"}).json()["half_messages"]) == 2
+
+    # Operations.
+    for path in ("/healthz", "/readyz", "/metrics"):
+        assert client.get(path).status_code == 200
+
+    schemas.assert_covered()
