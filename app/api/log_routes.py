@@ -32,7 +32,7 @@ from half_store.domain.errors import InvalidRequest, ValidationFailed
 from half_store.domain.records import OffsetCommit, PackedList, ProducerStamp, Record
 
 DEFAULT_FETCH_MESSAGES = 500
-ERRORS = {code: {"model": ErrorResponse} for code in (400, 403, 404, 409, 413, 416, 422)}
+ERRORS = {code: {"model": ErrorResponse} for code in (400, 403, 404, 409, 413, 415, 416, 422)}
 router = APIRouter(prefix="/v1", responses=ERRORS)  # type: ignore[arg-type]
 
 TopicPath = Annotated[str, Path(pattern=TOPIC_NAME_PATTERN)]
