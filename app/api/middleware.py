@@ -1,10 +1,12 @@
-"""ASGI middleware: the request-size limit and Prometheus request metrics."""
+"""ASGI middleware: the request-size limit, Prometheus request metrics and the access log."""
 
 from __future__ import annotations
 
+import re
 import time
 from typing import Any
 
+from starlette.routing import compile_path
 from starlette.types import ASGIApp, Message, Receive, Scope, Send
 
 from app.api.errors import error_response
@@ -65,6 +67,7 @@ class MetricsMiddleware:
 
     def __init__(self, app: ASGIApp) -> None:
         self.app = app
+        self.templates: RouteTemplates | None = None  # built at the first request no route named
 
     async def __call__(self, scope: Scope, receive: Receive, send: Send) -> None:
         if scope["type"] != "http":
@@ -82,8 +85,44 @@ class MetricsMiddleware:
         try:
             await self.app(scope, receive, capture_status)
         finally:
-            route: Any = scope.get("route")
-            path = getattr(route, "path", "unmatched")
+            route = self.route_of(scope)
             method = scope.get("method", "")
-            REQUESTS.labels(method, path, str(status)).inc()
-            REQUEST_LATENCY.labels(method, path).observe(time.perf_counter() - started)
+            REQUESTS.labels(method, route, str(status)).inc()
+            REQUEST_LATENCY.labels(method, route).observe(time.perf_counter() - started)
+
+    def route_of(self, scope: Scope) -> str:
+        """The path template of the route that served a request (``/v1/topics/{topic}``), or ``unmatched``.
+
+        FastAPI's routes name themselves in the scope. The routes Starlette serves
+        (``/docs``, ``/openapi.json``) do not, and neither does a request refused before
+        routing (a body over the size limit): those are looked up among the app's
+        templates. Only a path that no route serves is ``unmatched``, so the label has
+        as many values as there are routes, whatever clients send.
+        """
+        route: Any = scope.get("route")
+        if route is not None:
+            return str(route.path)
+        if self.templates is None:
+            self.templates = RouteTemplates(scope.get("app"))
+        return self.templates.match(scope.get("path", ""))
+
+
+UNMATCHED = "unmatched"
+
+
+class RouteTemplates:
+    """Every path template an app serves: its OpenAPI paths and its own top-level routes (the docs)."""
+
+    def __init__(self, app: Any) -> None:
+        openapi = getattr(app, "openapi", None)
+        templates: set[str] = set(openapi().get("paths", {})) if callable(openapi) else set()
+        templates.update(r.path for r in getattr(app, "routes", ()) if isinstance(getattr(r, "path", None), str))
+        # Literal paths before templates with parameters, as a router would prefer them.
+        ordered = sorted(templates, key=lambda template: (template.count("{"), template))
+        self.patterns: list[tuple[re.Pattern[str], str]] = [(compile_path(t)[0], t) for t in ordered]
+
+    def match(self, path: str) -> str:
+        for pattern, template in self.patterns:
+            if pattern.match(path):
+                return template
+        return UNMATCHED
