@@ -47,10 +47,16 @@ class HalfDescription(BaseModel):
     transaction_id: str
     producer_group: str
     topic: str
-    partition: int
+    partition: int = Field(description="The partition of topic the message goes to when committed")
     state: str
     check_times: int
     born_timestamp: int
+    offset: int | None = Field(description="Its offset in topic/partition once COMMITTED, else null")
+    resolved_by: str | None = Field(
+        description="Who resolved it: its producer (commit, rollback), or the checker (a back-check's answer, "
+        "or the discard after HALFMQ_CHECK_MAX checks); null while PREPARED"
+    )
+    resolved_at: int | None = Field(description="When it was resolved (ms since the epoch); null while PREPARED")
 
 
 class HalfList(BaseModel):
@@ -68,7 +74,8 @@ class CheckList(BaseModel):
 
 
 def describe(half: HalfMessage) -> dict[str, Any]:
-    body: dict[str, Any] = {
+    resolution = half.resolution
+    return {
         "message_id": half.message_id,
         "transaction_id": half.transaction_id,
         "producer_group": half.producer_group,
@@ -77,13 +84,11 @@ def describe(half: HalfMessage) -> dict[str, Any]:
         "state": half.state.value,
         "check_times": half.check_times,
         "born_timestamp": half.born_timestamp,
+        # A discarded body went to TRANS_CHECK_MAX_TIME_TOPIC: its offset there is not one in `topic`.
+        "offset": resolution.offset if resolution and half.state is HalfState.COMMITTED else None,
+        "resolved_by": resolution.resolved_by if resolution else None,
+        "resolved_at": resolution.resolved_at if resolution else None,
     }
-    if half.resolution is not None:
-        body["resolved_by"] = half.resolution.resolved_by
-        body["resolved_at"] = half.resolution.resolved_at
-        if half.resolution.offset is not None:
-            body["offset"] = half.resolution.offset
-    return body
 
 
 def resolved(half: HalfMessage) -> dict[str, Any]:
