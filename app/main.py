@@ -10,7 +10,7 @@ from fastapi import FastAPI
 from app.api import half_routes, log_routes, ops_routes, txn_routes
 from app.api.encoding import MessageLimits
 from app.api.errors import install_error_handlers
-from app.api.middleware import BodyLimitMiddleware, MetricsMiddleware
+from app.api.middleware import AccessLogMiddleware, BodyLimitMiddleware, MetricsMiddleware, enable_access_log
 from half_store.settings import Settings
 
 
@@ -50,4 +50,7 @@ def create_app(settings: Settings | None = None) -> FastAPI:
     app.include_router(ops_routes.router)
     app.add_middleware(BodyLimitMiddleware, max_bytes=settings.max_request_bytes)
     app.add_middleware(MetricsMiddleware)
+    if settings.access_log:  # outermost, so a line's duration covers all the broker did
+        enable_access_log()
+        app.add_middleware(AccessLogMiddleware)
     return app

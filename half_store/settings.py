@@ -50,6 +50,8 @@ class Settings(BaseSettings):
     run_checker: bool = True
 
     log_level: str = "info"
+    # One JSON line per HTTP request on stdout (method, path, route, status, duration, client).
+    access_log: bool = False
     # Run the services and the database writer in a process of their own behind the HTTP one
     # (see app/core); false keeps everything in one process.
     core_process: bool = True

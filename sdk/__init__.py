@@ -48,6 +48,7 @@ from sdk.errors import (
     TopicNotFoundError,
     TransactionNotFoundError,
     UnknownProducerIdError,
+    UnsupportedMediaTypeError,
     ValidationError,
 )
 from sdk.message import Message
@@ -119,5 +120,6 @@ __all__ = [
     "TransactionState",
     "TransactionalProducer",
     "UnknownProducerIdError",
+    "UnsupportedMediaTypeError",
     "ValidationError",
 ]

@@ -165,6 +165,12 @@ class MessageTooLargeError(HalfmqError):
     code, status = "MESSAGE_TOO_LARGE", 413
 
 
+class UnsupportedMediaTypeError(HalfmqError):
+    """UNSUPPORTED_MEDIA_TYPE (415): a request body that is not JSON (the SDK always sends JSON)."""
+
+    code, status = "UNSUPPORTED_MEDIA_TYPE", 415
+
+
 class OffsetOutOfRangeError(HalfmqError):
     """OFFSET_OUT_OF_RANGE (416): the offset lies outside [log_start_offset, high_watermark]."""
 
@@ -238,6 +244,7 @@ ERRORS_BY_CODE: dict[str, type[HalfmqError]] = {
         InvalidTxnStateError,
         ConcurrentTransactionsError,
         MessageTooLargeError,
+        UnsupportedMediaTypeError,
         OffsetOutOfRangeError,
         TooManyRequestsError,
         StorageUnavailableError,

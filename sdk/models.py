@@ -134,7 +134,13 @@ class ProducerIdentity:
 
 @dataclass(frozen=True)
 class HalfMessageInfo:
-    """A half message's state as the broker sees it (Mode 1)."""
+    """A half message's state as the broker sees it (Mode 1).
+
+    ``partition`` is where the message goes in ``topic`` when committed; ``offset`` is its
+    offset there once it is ``COMMITTED``. ``resolved_by`` says who resolved it
+    (``"producer"`` or ``"checker"``) and ``resolved_at`` when (ms since the epoch); all
+    three are ``None`` while it is ``PREPARED``, and in a prepare answer.
+    """
 
     message_id: str
     transaction_id: str | None
@@ -143,6 +149,10 @@ class HalfMessageInfo:
     state: str
     check_times: int = 0
     born_timestamp: int | None = None
+    partition: int | None = None
+    offset: int | None = None
+    resolved_by: str | None = None
+    resolved_at: int | None = None
 
     @classmethod
     def from_json(cls, body: Mapping[str, Any]) -> HalfMessageInfo:
@@ -155,7 +165,15 @@ class HalfMessageInfo:
             state=str(body.get("state", "PREPARED")),
             check_times=int(body.get("check_times") or 0),
             born_timestamp=body.get("born_timestamp"),
+            partition=_optional_int(body.get("partition")),
+            offset=_optional_int(body.get("offset")),
+            resolved_by=body.get("resolved_by"),
+            resolved_at=_optional_int(body.get("resolved_at")),
         )
+
+
+def _optional_int(value: Any) -> int | None:
+    return None if value is None else int(value)
 
 
 @dataclass(frozen=True)

@@ -2,22 +2,26 @@
 
 spark_ingest is a client of the broker's public API like any other (it never
 reads the database), so everything it knows about a partition comes through
-here. The client is deliberately not picklable state for Spark: create one
+here. The requests go through the SDK's transport (:mod:`sdk._http`): its
+connection pool, its one retry loop and its error codes; this module only says
+which requests the source makes and turns failures into errors a Spark user can
+act on. The client is deliberately not picklable state for Spark: create one
 inside the function that runs on the driver or the executor and close it there.
 """
 
 from __future__ import annotations
 
 import json
-import time
 from collections.abc import Mapping
 from dataclasses import dataclass
 from types import TracebackType
-from typing import Any
+from typing import Any, TypeVar
+from urllib.parse import quote
 
-import httpx
+from sdk._http import Call, RetryPolicy, Transport
+from sdk.errors import BrokerUnavailableError, HalfmqError
 
-try:  # orjson is several times faster on 10k-message pages; plain json keeps executors dependency-light.
+try:  # orjson is much faster on 10k-message pages; plain json keeps executors dependency-light.
     import orjson
 
     def _loads(raw: bytes) -> Any:
@@ -29,11 +33,14 @@ except ImportError:  # pragma: no cover - depends on the executor's environment
         return json.loads(raw)
 
 
+T = TypeVar("T")
+
 READ_COMMITTED = "read_committed"
 MAX_FETCH_MESSAGES = 10_000
 
-# Worth retrying: the broker restarting, a load balancer hiccup, a slow database.
-_RETRIABLE_STATUS = frozenset({502, 503, 504})
+# Backoff between retries: 0.2 s doubling to 5 s (about 20 s over the default 8 retries).
+_FIRST_BACKOFF_SECONDS = 0.2
+_MAX_BACKOFF_SECONDS = 5.0
 
 
 class HalfmqSourceError(Exception):
@@ -90,31 +97,46 @@ class FetchedPage:
     last_stable_offset: int
 
 
-def _error_from(response: httpx.Response, request: str) -> BrokerRequestFailed:
-    code, message = "HTTP_ERROR", response.text[:500]
-    try:
-        error = response.json()["error"]
-        code, message = str(error["code"]), str(error["message"])
-    except (ValueError, KeyError, TypeError):
-        pass  # not the contract's error shape (a proxy's HTML page, say): keep the raw text
-    if code == "TOPIC_NOT_FOUND":
-        return TopicMissing(response.status_code, code, message, request)
-    if code == "OFFSET_OUT_OF_RANGE" or response.status_code == 416:
-        return OffsetOutOfRange(response.status_code, code, message, request)
-    return BrokerRequestFailed(response.status_code, code, message, request)
+def _source_error(error: HalfmqError, request: str) -> BrokerRequestFailed:
+    """The broker's answer as the source's own error (the SDK's code, status and message)."""
+    status = error.status or 0
+    if error.code == "TOPIC_NOT_FOUND":
+        return TopicMissing(status, error.code, error.message, request)
+    if error.code == "OFFSET_OUT_OF_RANGE" or status == 416:
+        return OffsetOutOfRange(status, error.code, error.message, request)
+    return BrokerRequestFailed(status, error.code, error.message, request)
+
+
+def _segment(name: str) -> str:
+    # Group names are free text: a "/" or "?" in one must not change the route.
+    return quote(name, safe="")
 
 
 class BrokerClient:
     """A keep-alive HTTP client for the few endpoints the Spark source needs.
 
-    ``retries`` applies to transport errors and 502/503/504 only: fetches and
-    metadata reads are idempotent, and a group-offset commit is last-writer-wins.
+    ``retries`` resends after connection errors, 429 and 5xx answers, with backoff
+    (the SDK's :class:`~sdk._http.RetryPolicy`): fetches and metadata reads are
+    idempotent, and a group-offset commit is last-writer-wins. ``token`` and ``verify``
+    go to the transport (a bearer token; TLS verification or a CA bundle).
     """
 
-    def __init__(self, url: str, *, timeout: float = 30.0, retries: int = 8) -> None:
+    def __init__(
+        self,
+        url: str,
+        *,
+        timeout: float = 30.0,
+        retries: int = 8,
+        token: str | None = None,
+        verify: bool | str = True,
+    ) -> None:
         self.url = url.rstrip("/")
-        self.retries = retries
-        self._http = httpx.Client(base_url=self.url, timeout=timeout)
+        retry = RetryPolicy(
+            max_attempts=max(0, retries) + 1,
+            initial_backoff=_FIRST_BACKOFF_SECONDS,
+            max_backoff=_MAX_BACKOFF_SECONDS,
+        )
+        self._transport = Transport(self.url, timeout=timeout, retry=retry, token=token, verify=verify)
 
     def __enter__(self) -> BrokerClient:
         return self
@@ -126,47 +148,23 @@ class BrokerClient:
 
     def close(self) -> None:
         """Release the connection pool."""
-        self._http.close()
+        self._transport.close()
 
-    def _request(self, method: str, path: str, **kwargs: Any) -> httpx.Response:
-        request = f"{method} {self.url}{path}"
-        delay = 0.2
-        for attempt in range(self.retries + 1):
-            try:
-                response = self._http.request(method, path, **kwargs)
-            except httpx.TransportError as exc:
-                if attempt == self.retries:
-                    raise BrokerUnreachable(
-                        f"cannot reach the halfmq broker at {self.url} ({type(exc).__name__}: {exc}); "
-                        "is it running, and can this machine reach it?"
-                    ) from exc
-            else:
-                if response.status_code not in _RETRIABLE_STATUS or attempt == self.retries:
-                    if response.status_code >= 400:
-                        raise _error_from(response, request)
-                    return response
-            time.sleep(delay)
-            delay = min(delay * 2, 5.0)
-        raise AssertionError("unreachable")  # the loop always returns or raises
+    def _call(self, call: Call[T]) -> T:
+        request = f"{call.method} {self.url}{call.path}"
+        try:
+            return self._transport.call(call)
+        except BrokerUnavailableError as exc:
+            raise BrokerUnreachable(
+                f"cannot reach the halfmq broker at {self.url} ({exc.message}); "
+                "is it running, and can this machine reach it?"
+            ) from exc
+        except HalfmqError as exc:
+            raise _source_error(exc, request) from exc
 
     def topic(self, name: str) -> TopicMetadata:
         """``GET /v1/topics/{name}``; raises :class:`TopicMissing` for an unknown topic."""
-        body = self._request("GET", f"/v1/topics/{name}").json()
-        partitions = tuple(
-            sorted(
-                (
-                    PartitionState(
-                        partition=int(p["partition"]),
-                        log_start_offset=int(p["log_start_offset"]),
-                        high_watermark=int(p["high_watermark"]),
-                        last_stable_offset=int(p["last_stable_offset"]),
-                    )
-                    for p in body["partitions"]
-                ),
-                key=lambda p: p.partition,
-            )
-        )
-        return TopicMetadata(name=str(body["name"]), partitions=partitions)
+        return self._call(Call("GET", f"/v1/topics/{_segment(name)}", parse=_topic_metadata))
 
     def topics(self, names: list[str]) -> list[TopicMetadata]:
         """Metadata for each named topic, in the given order."""
@@ -179,22 +177,13 @@ class BrokerClient:
         markers); callers continue from ``next_offset``, never from the last
         message's offset + 1.
         """
-        response = self._request(
-            "GET",
-            f"/v1/topics/{topic}/partitions/{partition}/messages",
-            params={
-                "offset": offset,
-                "max_messages": max(1, min(max_messages, MAX_FETCH_MESSAGES)),
-                "isolation": READ_COMMITTED,
-            },
-        )
-        body = _loads(response.content)
-        return FetchedPage(
-            messages=body["messages"],
-            next_offset=int(body["next_offset"]),
-            high_watermark=int(body["high_watermark"]),
-            last_stable_offset=int(body["last_stable_offset"]),
-        )
+        params = {
+            "offset": offset,
+            "max_messages": max(1, min(max_messages, MAX_FETCH_MESSAGES)),
+            "isolation": READ_COMMITTED,
+        }
+        path = f"/v1/topics/{_segment(topic)}/partitions/{partition}/messages"
+        return self._call(Call("GET", path, params=params, parse=_fetched_page, decode=_loads))
 
     def commit_group_offsets(self, group: str, offsets: Mapping[tuple[str, int], int]) -> None:
         """``POST /v1/groups/{group}/offsets``: the next offset to read, per partition."""
@@ -206,4 +195,35 @@ class BrokerClient:
                 for (topic, partition), offset in sorted(offsets.items())
             ]
         }
-        self._request("POST", f"/v1/groups/{group}/offsets", json=payload)
+        self._call(Call("POST", f"/v1/groups/{_segment(group)}/offsets", json=payload, parse=_ignore))
+
+
+def _topic_metadata(body: Any) -> TopicMetadata:
+    partitions = tuple(
+        sorted(
+            (
+                PartitionState(
+                    partition=int(p["partition"]),
+                    log_start_offset=int(p["log_start_offset"]),
+                    high_watermark=int(p["high_watermark"]),
+                    last_stable_offset=int(p["last_stable_offset"]),
+                )
+                for p in body["partitions"]
+            ),
+            key=lambda p: p.partition,
+        )
+    )
+    return TopicMetadata(name=str(body["name"]), partitions=partitions)
+
+
+def _fetched_page(body: Any) -> FetchedPage:
+    return FetchedPage(
+        messages=body["messages"],
+        next_offset=int(body["next_offset"]),
+        high_watermark=int(body["high_watermark"]),
+        last_stable_offset=int(body["last_stable_offset"]),
+    )
+
+
+def _ignore(_body: Any) -> None:
+    """An answer the source has no use for."""

@@ -12,6 +12,7 @@ files of a batch that never committed.
 from __future__ import annotations
 
 import argparse
+import importlib
 import os
 import signal
 import sys
@@ -36,6 +37,10 @@ EXIT_OK = 0
 EXIT_QUERY_FAILED = 1
 EXIT_BAD_INPUT = 2  # unreachable broker, missing topic, bad options: nothing was started
 EXIT_INTERRUPTED = 130
+
+# What the job needs beyond the broker's own dependencies: the `spark` extra of the package.
+SPARK_MODULES = ("pyspark", "pyarrow")
+SPARK_INSTALL_HINT = "pip install 'halfmq[spark]'"
 
 
 @dataclass(frozen=True)
@@ -282,9 +287,29 @@ def concise_error(text: str) -> str:
     return "\n".join(text.splitlines()[:20])
 
 
+def missing_spark_modules() -> list[str]:
+    """The modules of the ``spark`` extra that cannot be imported here (none when it is installed)."""
+    missing = []
+    for name in SPARK_MODULES:
+        try:
+            importlib.import_module(name)
+        except ImportError:
+            missing.append(name)
+    return missing
+
+
 def main(argv: Sequence[str] | None = None) -> int:
     """Entry point of ``python -m spark_ingest``; returns the process exit code."""
-    config = parse_args(argv)
+    config = parse_args(argv)  # before the check, so --help and usage errors work without Spark
+    missing = missing_spark_modules()
+    if missing:
+        # One line a user can act on, instead of a traceback from deep inside the job.
+        print(
+            f"error: python -m spark_ingest needs {', '.join(missing)} (not installed); "
+            f"install the spark extra: {SPARK_INSTALL_HINT}",
+            file=sys.stderr,
+        )
+        return EXIT_BAD_INPUT
     # Log lines (not a terminal) must not be wrapped at 80 columns.
     console = Console(highlight=False, soft_wrap=not sys.stdout.isatty())
     started = time.monotonic()

@@ -16,8 +16,8 @@ option                       default      meaning
 ``minPartitions``            none         split offset ranges until there are this many tasks
 ``fetchMaxMessages``         5000         messages per HTTP fetch (the broker allows 10000)
 ``requestTimeoutSeconds``    30           HTTP timeout per request
-``requestRetries``           8            retries on transport errors and 502/503/504 (backoff
-                                          0.2 s doubling to 5 s: about 20 s in all)
+``requestRetries``           8            retries on transport errors, 429 and 5xx (the SDK's
+                                          policy; backoff 0.2 s doubling to 5 s: about 20 s)
 ``failOnDataLoss``           true         fail when wanted offsets are below the log start
 ===========================  ===========  =====================================================
 """

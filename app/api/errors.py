@@ -17,6 +17,7 @@ from half_store.domain.errors import (
     InvalidRequest,
     MethodNotAllowed,
     RouteNotFound,
+    UnsupportedMediaType,
     ValidationFailed,
     bad_unicode,
 )
@@ -40,6 +41,27 @@ def describe_validation(errors: list[Any]) -> BrokerError:
     return ValidationFailed("; ".join(parts) or "invalid request")
 
 
+def non_json_body_type(request: Request, errors: list[Any]) -> str | None:
+    """The media type of a request body that was refused because it is not JSON, else ``None``.
+
+    FastAPI parses a body as JSON when its type is ``application/json`` (parameters such
+    as charset allowed), ``application/*+json``, or not given; any other body reaches the
+    route's model as raw bytes and fails validation. That failure is the client's media
+    type, not its fields: 415, decided here once for every route. A route that takes no
+    body ignores one, whatever its type, and a request without a body is never refused.
+    """
+    content_type = request.headers.get("content-type")
+    if content_type is None or not any(tuple(item.get("loc", ()))[:1] == ("body",) for item in errors):
+        return None
+    has_body = request.headers.get("content-length", "0") != "0" or "transfer-encoding" in request.headers
+    media_type = content_type.split(";", 1)[0].strip().lower()
+    if not has_body or media_type == "application/json":
+        return None
+    if media_type.startswith("application/") and media_type.endswith("+json"):
+        return None
+    return media_type
+
+
 def install_error_handlers(app: FastAPI) -> None:
     @app.exception_handler(BrokerError)
     async def _broker_error(_request: Request, error: BrokerError) -> Response:
@@ -48,8 +70,14 @@ def install_error_handlers(app: FastAPI) -> None:
         return error_response(error)
 
     @app.exception_handler(RequestValidationError)
-    async def _validation_error(_request: Request, error: RequestValidationError) -> Response:
-        return error_response(describe_validation(list(error.errors())))
+    async def _validation_error(request: Request, error: RequestValidationError) -> Response:
+        errors = list(error.errors())
+        media_type = non_json_body_type(request, errors)
+        if media_type is not None:
+            return error_response(
+                UnsupportedMediaType(f"the request body must be application/json, not {media_type or 'an empty type'}")
+            )
+        return error_response(describe_validation(errors))
 
     @app.exception_handler(StarletteHTTPException)
     async def _http_error(_request: Request, error: StarletteHTTPException) -> Response:

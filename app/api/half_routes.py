@@ -51,13 +51,19 @@ class HalfDescription(TypedDict):
     transaction_id: str
     producer_group: str
     topic: str
-    partition: int
+    partition: Annotated[int, Field(description="The partition of topic the message goes to when committed")]
     state: HalfState
     check_times: int
     born_timestamp: int
-    resolved_by: NotRequired[Annotated[str, Field(description="Once resolved: producer or checker")]]
-    resolved_at: NotRequired[Annotated[int, Field(description="Once resolved: when (ms since epoch)")]]
-    offset: NotRequired[Annotated[int, Field(description="Once committed or discarded: its offset where it went")]]
+    offset: Annotated[int | None, Field(description="Its offset in topic/partition once COMMITTED, else null")]
+    resolved_by: Annotated[
+        str | None,
+        Field(
+            description="Who resolved it: its producer (commit, rollback), or the checker (a back-check's answer, "
+            "or the discard after HALFMQ_CHECK_MAX checks); null while PREPARED"
+        ),
+    ]
+    resolved_at: Annotated[int | None, Field(description="When it was resolved (ms since the epoch); null while PREPARED")]
 
 
 class HalfList(TypedDict):
@@ -81,7 +87,8 @@ class CheckList(TypedDict):
 
 
 def describe(half: HalfMessage) -> HalfDescription:
-    body: HalfDescription = {
+    resolution = half.resolution
+    return {
         "message_id": half.message_id,
         "transaction_id": half.transaction_id,
         "producer_group": half.producer_group,
@@ -90,13 +97,11 @@ def describe(half: HalfMessage) -> HalfDescription:
         "state": half.state,
         "check_times": half.check_times,
         "born_timestamp": half.born_timestamp,
+        # A discarded body went to TRANS_CHECK_MAX_TIME_TOPIC: its offset there is not one in `topic`.
+        "offset": resolution.offset if resolution and half.state is HalfState.COMMITTED else None,
+        "resolved_by": resolution.resolved_by if resolution else None,
+        "resolved_at": resolution.resolved_at if resolution else None,
     }
-    if half.resolution is not None:
-        body["resolved_by"] = half.resolution.resolved_by
-        body["resolved_at"] = half.resolution.resolved_at
-        if half.resolution.offset is not None:
-            body["offset"] = half.resolution.offset
-    return body
 
 
 def resolved(half: HalfMessage) -> HalfResolved:

@@ -36,9 +36,10 @@ from half_store.domain.errors import InvalidRequest, ValidationFailed
 from half_store.domain.records import OffsetCommit, PackedList, ProducerStamp, Record
 
 DEFAULT_FETCH_MESSAGES = 500
-# Every error a /v1 route can answer with (429: too many long polls waiting; 503: the database is unreachable).
+# Every error a /v1 route can answer with (415: a body that is not JSON; 429: too many long polls waiting;
+# 503: the database is unreachable).
 ERRORS: dict[int | str, dict[str, Any]] = {
-    code: {"model": ErrorResponse} for code in (400, 403, 404, 409, 413, 416, 422, 429, 500, 503)
+    code: {"model": ErrorResponse} for code in (400, 403, 404, 409, 413, 415, 416, 422, 429, 500, 503)
 }
 router = APIRouter(prefix="/v1", responses=ERRORS)
 

@@ -1,10 +1,16 @@
-"""ASGI middleware: the request-size limit and Prometheus request metrics."""
+"""ASGI middleware: the request-size limit, Prometheus request metrics and the access log."""
 
 from __future__ import annotations
 
+import logging
+import re
+import sys
 import time
+from datetime import UTC, datetime
 from typing import Any
 
+import orjson
+from starlette.routing import compile_path
 from starlette.types import ASGIApp, Message, Receive, Scope, Send
 
 from app.api.errors import error_response
@@ -65,6 +71,7 @@ class MetricsMiddleware:
 
     def __init__(self, app: ASGIApp) -> None:
         self.app = app
+        self.routes = RouteNamer()
 
     async def __call__(self, scope: Scope, receive: Receive, send: Send) -> None:
         if scope["type"] != "http":
@@ -82,8 +89,104 @@ class MetricsMiddleware:
         try:
             await self.app(scope, receive, capture_status)
         finally:
-            route: Any = scope.get("route")
-            path = getattr(route, "path", "unmatched")
+            route = self.routes.name(scope)
             method = scope.get("method", "")
-            REQUESTS.labels(method, path, str(status)).inc()
-            REQUEST_LATENCY.labels(method, path).observe(time.perf_counter() - started)
+            REQUESTS.labels(method, route, str(status)).inc()
+            REQUEST_LATENCY.labels(method, route).observe(time.perf_counter() - started)
+
+
+class AccessLogMiddleware:
+    """One JSON line per request on the ``halfmq.access`` logger (``--access-log``; off by default).
+
+    ``{"time", "method", "path", "route", "status", "duration_ms", "client"}``: ``route`` is
+    the template of the route that served the request (``unmatched`` for an unknown path),
+    ``duration_ms`` runs until the answer was sent, ``client`` is ``host:port``.
+    """
+
+    def __init__(self, app: ASGIApp) -> None:
+        self.app = app
+        self.routes = RouteNamer()
+
+    async def __call__(self, scope: Scope, receive: Receive, send: Send) -> None:
+        if scope["type"] != "http":
+            await self.app(scope, receive, send)
+            return
+        started = time.perf_counter()
+        status = 500  # what the client gets when the app fails before answering
+
+        async def capture_status(message: Message) -> None:
+            nonlocal status
+            if message["type"] == "http.response.start":
+                status = int(message["status"])
+            await send(message)
+
+        try:
+            await self.app(scope, receive, capture_status)
+        finally:
+            client = scope.get("client")
+            line = {
+                "time": datetime.now(UTC).isoformat(timespec="milliseconds").replace("+00:00", "Z"),
+                "method": scope.get("method", ""),
+                "path": scope.get("path", ""),
+                "route": self.routes.name(scope),
+                "status": status,
+                "duration_ms": round((time.perf_counter() - started) * 1000, 3),
+                "client": f"{client[0]}:{client[1]}" if client else None,
+            }
+            ACCESS_LOG.info(orjson.dumps(line).decode())
+
+
+ACCESS_LOG = logging.getLogger("halfmq.access")
+
+
+def enable_access_log() -> None:
+    """Send the access log's lines to stdout as they are, whatever the broker's log level."""
+    if not ACCESS_LOG.handlers:
+        handler = logging.StreamHandler(sys.stdout)
+        handler.setFormatter(logging.Formatter("%(message)s"))
+        ACCESS_LOG.addHandler(handler)
+    ACCESS_LOG.setLevel(logging.INFO)
+    ACCESS_LOG.propagate = False  # the line is the record; no second copy through the root logger
+
+
+UNMATCHED = "unmatched"
+
+
+class RouteNamer:
+    """Names a request by the path template of the route that served it (``/v1/topics/{topic}``).
+
+    FastAPI's routes name themselves in the scope. The routes Starlette serves
+    (``/docs``, ``/openapi.json``) do not, and neither does a request refused before
+    routing (a body over the size limit): those are looked up among the app's
+    templates, built at the first such request. Only a path that no route serves is
+    ``unmatched``, so there are as many names as routes, whatever clients send.
+    """
+
+    def __init__(self) -> None:
+        self.templates: RouteTemplates | None = None
+
+    def name(self, scope: Scope) -> str:
+        route: Any = scope.get("route")
+        if route is not None:
+            return str(route.path)
+        if self.templates is None:
+            self.templates = RouteTemplates(scope.get("app"))
+        return self.templates.match(scope.get("path", ""))
+
+
+class RouteTemplates:
+    """Every path template an app serves: its OpenAPI paths and its own top-level routes (the docs)."""
+
+    def __init__(self, app: Any) -> None:
+        openapi = getattr(app, "openapi", None)
+        templates: set[str] = set(openapi().get("paths", {})) if callable(openapi) else set()
+        templates.update(r.path for r in getattr(app, "routes", ()) if isinstance(getattr(r, "path", None), str))
+        # Literal paths before templates with parameters, as a router would prefer them.
+        ordered = sorted(templates, key=lambda template: (template.count("{"), template))
+        self.patterns: list[tuple[re.Pattern[str], str]] = [(compile_path(t)[0], t) for t in ordered]
+
+    def match(self, path: str) -> str:
+        for pattern, template in self.patterns:
+            if pattern.match(path):
+                return template
+        return UNMATCHED

@@ -27,13 +27,19 @@ def serve(
     database_url: Annotated[str | None, typer.Option(help="SQLAlchemy URL [env HALFMQ_DATABASE_URL]")] = None,
     log_level: Annotated[str | None, typer.Option(help="uvicorn log level [env HALFMQ_LOG_LEVEL]")] = None,
     workers: Annotated[int, typer.Option(min=1, help="Worker processes sharing the port (use with PostgreSQL)")] = 1,
+    access_log: Annotated[
+        bool, typer.Option("--access-log", help="Log one JSON line per request on stdout [env HALFMQ_ACCESS_LOG]")
+    ] = False,
 ) -> None:
     """Run the broker (applies pending migrations first)."""
     import uvicorn
 
     from app.main import create_app
 
-    settings = settings_with(host=host, port=port, database_url=database_url, log_level=log_level)
+    access_log_flag = True if access_log else None  # without the flag, the environment decides
+    settings = settings_with(
+        host=host, port=port, database_url=database_url, log_level=log_level, access_log=access_log_flag
+    )
     options: dict[str, Any] = {
         "host": settings.host,
         "port": settings.port,
@@ -47,7 +53,14 @@ def serve(
         uvicorn.run(create_app(settings), **options)
         return
     # Worker processes build their own app from the environment, so hand the flags over that way.
-    for name, value in (("HOST", host), ("PORT", port), ("DATABASE_URL", database_url), ("LOG_LEVEL", log_level)):
+    flags = (
+        ("HOST", host),
+        ("PORT", port),
+        ("DATABASE_URL", database_url),
+        ("LOG_LEVEL", log_level),
+        ("ACCESS_LOG", access_log_flag),
+    )
+    for name, value in flags:
         if value is not None:
             os.environ[f"HALFMQ_{name}"] = str(value)
     if settings.migrate_on_start:

@@ -106,6 +106,12 @@ class MessageTooLarge(BrokerError):
     status, code = 413, "MESSAGE_TOO_LARGE"
 
 
+class UnsupportedMediaType(BrokerError):
+    """A request body declared as something other than JSON (a form, plain text)."""
+
+    status, code = 415, "UNSUPPORTED_MEDIA_TYPE"
+
+
 class OffsetOutOfRange(BrokerError):
     status, code = 416, "OFFSET_OUT_OF_RANGE"
 

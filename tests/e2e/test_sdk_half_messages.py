@@ -124,6 +124,29 @@ def test_unknown_and_crashed_local_transactions_are_resolved_by_the_checker(
     assert checked[unknown.transaction_id].message_id == unknown.message_id
 
 
+def test_half_message_info_says_where_it_went_and_who_resolved_it(
+    admin: Client, new_topic: Callable[..., str]
+) -> None:
+    topic, group, listener = new_topic(3), unique("pg"), LocalStore()
+    # With a callback server the checker asks and resolves; a polling producer would resolve it itself.
+    with TransactionProducer(admin.url, group, listener, callback_port=0) as producer:
+        by_producer = producer.send_message_in_transaction(Message(topic, "p", key="c-1"), (COMMIT, COMMIT))
+        rolled_back = producer.send_message_in_transaction(Message(topic, "r", key="c-1"), (ROLLBACK, ROLLBACK))
+        by_checker = producer.send_message_in_transaction(Message(topic, "c", key="c-1"), (COMMIT, UNKNOWN))
+        pending = admin.get_half_message(by_checker.message_id)
+        assert (pending.state, pending.offset, pending.resolved_by) == ("PREPARED", None, None)
+        wait_for_state(admin, by_checker.message_id, "COMMITTED")
+    stored = {m.value: (m.partition, m.offset) for m in read_all(admin, topic)}
+    mine, checked = admin.get_half_message(by_producer.message_id), admin.get_half_message(by_checker.message_id)
+    assert (mine.partition, mine.offset, mine.resolved_by) == (*stored["p"], "producer")
+    assert (checked.partition, checked.offset, checked.resolved_by) == (*stored["c"], "checker")
+    assert pending.partition == checked.partition  # known from the prepare on
+    dropped = admin.get_half_message(rolled_back.message_id)
+    assert (dropped.state, dropped.offset, dropped.resolved_by) == ("ROLLED_BACK", None, "producer")
+    assert dropped.resolved_at is not None and dropped.born_timestamp is not None
+    assert dropped.resolved_at >= dropped.born_timestamp
+
+
 CRASHING_PRODUCER = """
 import os, sqlite3, sys
 from sdk import LocalTransactionState, Message, TransactionListener, TransactionProducer

@@ -12,6 +12,7 @@ import httpx
 import pytest
 from fastapi.testclient import TestClient
 
+from app.api.half_routes import HalfDescription
 from app.broker import Broker
 from app.main import create_app
 from checker.back_check import BackChecker, RoundReport
@@ -142,6 +143,29 @@ def test_listing_and_describing(orders: TestClient) -> None:
     assert sorted(h["message_id"] for h in everything) == sorted([a, b])
 
 
+def test_the_description_says_where_the_message_went_and_who_resolved_it(client: TestClient) -> None:
+    create_topic(client, "orders", partitions=3)
+    by_producer = prepare(client, "p", key="c-1")["message_id"]
+    by_checker, rolled_back = prepare(client, "c", key="c-1")["message_id"], prepare(client, "r")["message_id"]
+    pending = client.get(f"/v1/half-messages/{by_producer}").json()
+    assert set(pending) == set(HalfDescription.model_fields)  # the body is what the OpenAPI schema declares
+    assert (pending["offset"], pending["resolved_by"], pending["resolved_at"]) == (None, None, None)
+
+    committed = client.post(f"/v1/half-messages/{by_producer}/commit").json()
+    client.post(f"/v1/half-messages/{rolled_back}/rollback")
+    with CallbackServer(lambda _: "COMMIT") as listener:
+        register(client, listener.url)
+        check_round(client)
+    described = {h["message_id"]: h for h in client.get("/v1/half-messages").json()["half_messages"]}
+    mine, checked, dropped = described[by_producer], described[by_checker], described[rolled_back]
+    assert (mine["partition"], mine["offset"]) == (committed["partition"], committed["offset"])
+    assert (mine["partition"], mine["offset"]) == (pending["partition"], 0)
+    stored = read_all(client, "orders", partition=checked["partition"])
+    assert [(m["offset"], m["value"]) for m in stored] == [(mine["offset"], "p"), (checked["offset"], "c")]
+    assert (mine["resolved_by"], checked["resolved_by"], dropped["resolved_by"]) == ("producer", "checker", "producer")
+    assert dropped["offset"] is None and dropped["resolved_at"] >= dropped["born_timestamp"]
+
+
 # -- the checker -------------------------------------------------------------------------------
 
 
@@ -188,6 +212,8 @@ def test_unanswered_checks_count_and_end_in_discard(orders: TestClient) -> None:
         check_round(orders)
     assert len(failing.received) == 3
     assert state_of(orders, message_id) == "DISCARDED"
+    discarded = orders.get(f"/v1/half-messages/{message_id}").json()
+    assert (discarded["resolved_by"], discarded["offset"]) == ("checker", None)  # no offset in "orders"
     assert [m["value"] for m in read_all(orders, CHECK_MAX_TOPIC)] == ["lost"]
     assert read_all(orders, "orders", isolation="read_uncommitted") == []
     late_commit = orders.post(f"/v1/half-messages/{message_id}/commit")

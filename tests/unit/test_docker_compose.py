@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+import fnmatch
+import tomllib
 from pathlib import Path
 from typing import Any
 
@@ -34,3 +36,18 @@ def test_the_dockerfile_installs_and_serves_the_broker() -> None:
     for package in ("app", "half_store", "checker", "migrations"):
         assert f"COPY {package} ./{package}" in dockerfile
     assert 'CMD ["halfmq", "serve"]' in dockerfile and "HALFMQ_HOST=0.0.0.0" in dockerfile
+
+
+def test_the_image_holds_every_package_the_wheel_does() -> None:
+    """`pip install .` in the image builds from what was copied: a package left out is missing there."""
+    pyproject = tomllib.loads((ROOT / "pyproject.toml").read_text())
+    patterns = pyproject["tool"]["setuptools"]["packages"]["find"]["include"]
+    packages = sorted(
+        d.name
+        for d in ROOT.iterdir()
+        if (d / "__init__.py").exists() and any(fnmatch.fnmatch(d.name, pattern) for pattern in patterns)
+    )
+    assert "bench" in packages and "app" in packages  # the patterns were read, not an empty match
+    dockerfile = (ROOT / "Dockerfile").read_text()
+    missing = [package for package in packages if f"COPY {package} ./{package}" not in dockerfile]
+    assert missing == [], f"the Dockerfile does not copy {missing}"

@@ -3,8 +3,11 @@
 from __future__ import annotations
 
 import httpx
+import orjson
+import pytest
 
-from sdk._http import Call, RetryPolicy, retry_delay
+from sdk._http import Call, RetryPolicy, _result, retry_delay
+from sdk.errors import HalfmqError, TopicNotFoundError
 
 POLICY = RetryPolicy(max_attempts=3, initial_backoff=0.1, jitter=0.0)
 SAFE: Call[None] = Call("POST", "/x", parse=lambda _: None, idempotent=True)
@@ -38,3 +41,23 @@ def test_attempts_are_bounded_and_backoff_is_capped() -> None:
     assert retry_delay(POLICY, SAFE, 3, httpx.ConnectError("refused")) is None
     capped = RetryPolicy(max_attempts=100, initial_backoff=1.0, max_backoff=2.0, jitter=0.0)
     assert capped.backoff(10) == 2.0
+
+
+def test_a_call_may_decode_its_answers_itself_and_errors_keep_their_codes() -> None:
+    decoded: list[bytes] = []
+
+    def decode(raw: bytes) -> object:
+        decoded.append(raw)
+        return {"n": len(raw)}
+
+    call: Call[object] = Call("GET", "/x", parse=lambda body: body, decode=decode)
+    assert _result(call, httpx.Response(200, content=b'{"a": 1}', request=REQUEST)) == {"n": 8}
+    assert decoded == [b'{"a": 1}']
+    error = b'{"error": {"code": "TOPIC_NOT_FOUND", "message": "no topic t"}}'
+    with pytest.raises(TopicNotFoundError, match="no topic t"):
+        _result(call, httpx.Response(404, content=error, request=REQUEST))
+    assert len(decoded) == 1  # an error answer is read as the contract's error shape
+    html = httpx.Response(200, content=b"<html>", request=REQUEST)
+    with pytest.raises(HalfmqError) as garbled:
+        _result(Call("GET", "/x", parse=dict, decode=orjson.loads), html)
+    assert garbled.value.code == "INVALID_RESPONSE"
