@@ -25,6 +25,24 @@ from app.api.models import (
     TopicList,
     TopicSummary,
 )
+from app.api.rights import (
+    ALTER,
+    ANONYMOUS_TRANSACTION,
+    DESCRIBE,
+    GROUP,
+    READ,
+    TOPIC,
+    TRANSACTIONAL_ID,
+    WRITE,
+    body,
+    body_list,
+    listing,
+    path,
+    producer,
+    require,
+    rights,
+    transaction,
+)
 from app.handle import BrokerHandle
 from app.metrics import MESSAGES_IN, MESSAGES_OUT
 from half_store.domain.constants import MAX_INT32, TOPIC_NAME_PATTERN
@@ -32,7 +50,7 @@ from half_store.domain.errors import InvalidRequest, ValidationFailed
 from half_store.domain.records import OffsetCommit, PackedList, ProducerStamp, Record
 
 DEFAULT_FETCH_MESSAGES = 500
-ERRORS = {code: {"model": ErrorResponse} for code in (400, 403, 404, 409, 413, 416, 422)}
+ERRORS = {code: {"model": ErrorResponse} for code in (400, 401, 403, 404, 409, 413, 416, 422)}
 router = APIRouter(prefix="/v1", responses=ERRORS)  # type: ignore[arg-type]
 
 TopicPath = Annotated[str, Path(pattern=TOPIC_NAME_PATTERN)]
@@ -49,18 +67,21 @@ def limits_of(request: Request) -> MessageLimits:
 
 
 @router.post("/topics", status_code=201, response_model=TopicSummary, tags=["topics"])
+@rights(require(TOPIC, ALTER, body("name")))
 async def create_topic(body: TopicCreate, request: Request) -> Response:
     topic = await broker_of(request).log.create_topic(body.name, body.partitions)
     return JsonResponse({"name": topic.name, "partitions": topic.partitions}, status_code=201)
 
 
 @router.get("/topics", response_model=TopicList, tags=["topics"])
+@rights(listing("topics", {TOPIC: "name"}))
 async def list_topics(request: Request, include_system: bool = False) -> Response:
     found = await broker_of(request).log.list_topics(include_system)
     return JsonResponse({"topics": [{"name": t.name, "partitions": t.partitions} for t in found]})
 
 
 @router.get("/topics/{topic}", response_model=TopicDescription, tags=["topics"])
+@rights(require(TOPIC, DESCRIBE, path("topic")))
 async def describe_topic(topic: TopicPath, request: Request) -> Response:
     found, states = await broker_of(request).log.describe(topic)
     return JsonResponse(
@@ -80,6 +101,7 @@ async def describe_topic(topic: TopicPath, request: Request) -> Response:
 
 
 @router.post("/topics/{topic}/messages", response_model=ProduceResponse, tags=["produce"])
+@rights(require(TOPIC, WRITE, path("topic")))
 async def produce(topic: TopicPath, body: ProduceRequest, request: Request) -> Response:
     broker = broker_of(request)
     check_batch_size(broker, len(body.messages))
@@ -91,6 +113,11 @@ async def produce(topic: TopicPath, body: ProduceRequest, request: Request) -> R
 
 
 @router.post("/topics/{topic}/partitions/{partition}/messages", response_model=ProduceResponse, tags=["produce"])
+@rights(
+    require(TOPIC, WRITE, path("topic")),
+    transaction(body("txn_id", optional=True), WRITE),
+    producer("producer_id", WRITE, when="transactional", anonymous=ANONYMOUS_TRANSACTION),
+)
 async def produce_to_partition(
     topic: TopicPath, partition: PartitionPath, body: PartitionProduceRequest, request: Request
 ) -> Response:
@@ -127,6 +154,7 @@ async def produce_to_partition(
 
 
 @router.get("/topics/{topic}/partitions/{partition}/messages", response_model=FetchResponse, tags=["fetch"])
+@rights(require(TOPIC, READ, path("topic")))
 async def fetch(
     topic: TopicPath,
     partition: PartitionPath,
@@ -160,6 +188,7 @@ async def fetch(
 
 
 @router.post("/producers", response_model=ProducerIdResponse, tags=["produce"])
+@rights(require(TRANSACTIONAL_ID, WRITE, body("transactional_id", optional=True)))
 async def init_producer_id(request: Request, body: ProducerInit | None = None) -> Response:
     body = body or ProducerInit()
     identity = await broker_of(request).coordinator.init_producer(body.transactional_id, body.transaction_timeout_ms)
@@ -167,6 +196,7 @@ async def init_producer_id(request: Request, body: ProducerInit | None = None) -
 
 
 @router.post("/groups/{group}/offsets", tags=["groups"])
+@rights(require(GROUP, READ, path("group")), require(TOPIC, READ, body_list("offsets", "topic")))
 async def commit_group_offsets(group: GroupPath, body: GroupOffsetsCommit, request: Request) -> Response:
     commits = [OffsetCommit(o.topic, o.partition, o.offset, o.metadata) for o in body.offsets]
     await broker_of(request).log.commit_group_offsets(group, commits)
@@ -174,6 +204,7 @@ async def commit_group_offsets(group: GroupPath, body: GroupOffsetsCommit, reque
 
 
 @router.get("/groups/{group}/offsets", response_model=GroupOffsets, tags=["groups"])
+@rights(require(GROUP, READ, path("group")), listing("offsets", {TOPIC: "topic"}, READ))
 async def get_group_offsets(group: GroupPath, request: Request) -> Response:
     found = await broker_of(request).log.group_offsets(group)
     return JsonResponse(

@@ -47,6 +47,7 @@ class CoreServer:
             "coordinator": broker.coordinator,
             "halves": broker.halves,
             "polling": broker.polling,
+            "access": broker.access,
             "broker": broker,
         }
         self._reader = reader
@@ -87,14 +88,14 @@ class CoreServer:
             reply = (call_id, False, error)
         except UnicodeError:
             reply = (call_id, False, bad_unicode())
-        except Exception:  # noqa: BLE001 - the front must hear back; the details stay in this log
+        except Exception:
             log.exception("unhandled error in %s.%s", service, method)
             reply = (call_id, False, InternalError("internal error; the broker logged the details"))
         finally:
             self._client_gone.pop(call_id, None)
         try:
             frame = encode(reply)
-        except Exception:  # noqa: BLE001
+        except Exception:
             log.exception("cannot send the result of %s.%s", service, method)
             frame = encode((call_id, False, InternalError("internal error; the broker logged the details")))
         self._writer.write(frame)
