@@ -55,9 +55,9 @@ class Authority:
         return self._admin_hash is not None and hmac.compare_digest(hash_secret(bearer), self._admin_hash)
 
 
-def audit_event(event: str, **fields: Any) -> None:
-    """One structured line on the ``halfmq.audit`` logger."""
-    audit.warning("%s", orjson.dumps({"event": event, **fields}).decode())
+def audit_event(event: str, level: int = logging.INFO, **fields: Any) -> None:
+    """One structured line (JSON) on the ``halfmq.audit`` logger."""
+    audit.log(level, "%s", orjson.dumps({"event": event, **fields}).decode())
 
 
 class _Facts:
@@ -113,7 +113,7 @@ async def _ready(value: tuple[bool, str | None]) -> tuple[bool, str | None]:
 def _refuse(request: Request, principal: str, reason: str) -> Forbidden:
     route = getattr(request.scope.get("route"), "path", request.url.path)
     AUTH_REFUSALS.labels("FORBIDDEN").inc()
-    audit_event("forbidden", principal=principal, method=request.method, route=route, reason=reason)
+    audit_event("forbidden", logging.WARNING, principal=principal, method=request.method, route=route, reason=reason)
     return Forbidden(f"{principal} may not do this: {reason}")
 
 
