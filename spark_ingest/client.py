@@ -111,10 +111,19 @@ class BrokerClient:
     metadata reads are idempotent, and a group-offset commit is last-writer-wins.
     """
 
-    def __init__(self, url: str, *, timeout: float = 30.0, retries: int = 8) -> None:
+    def __init__(
+        self,
+        url: str,
+        *,
+        timeout: float = 30.0,
+        retries: int = 8,
+        token: str | None = None,
+        verify: bool | str = True,
+    ) -> None:
         self.url = url.rstrip("/")
         self.retries = retries
-        self._http = httpx.Client(base_url=self.url, timeout=timeout)
+        headers = {"Authorization": f"Bearer {token}"} if token else {}
+        self._http = httpx.Client(base_url=self.url, timeout=timeout, headers=headers, verify=verify)
 
     def __enter__(self) -> BrokerClient:
         return self

@@ -27,13 +27,30 @@ def serve(
     database_url: Annotated[str | None, typer.Option(help="SQLAlchemy URL [env HALFMQ_DATABASE_URL]")] = None,
     log_level: Annotated[str | None, typer.Option(help="uvicorn log level [env HALFMQ_LOG_LEVEL]")] = None,
     workers: Annotated[int, typer.Option(min=1, help="Worker processes sharing the port (use with PostgreSQL)")] = 1,
+    ssl_certfile: Annotated[
+        str | None, typer.Option(help="TLS certificate (PEM) [env HALFMQ_SSL_CERTFILE]", show_default=False)
+    ] = None,
+    ssl_keyfile: Annotated[
+        str | None, typer.Option(help="TLS private key (PEM) [env HALFMQ_SSL_KEYFILE]", show_default=False)
+    ] = None,
 ) -> None:
     """Run the broker (applies pending migrations first)."""
     import uvicorn
 
     from app.main import create_app
 
-    settings = settings_with(host=host, port=port, database_url=database_url, log_level=log_level)
+    settings = settings_with(
+        host=host,
+        port=port,
+        database_url=database_url,
+        log_level=log_level,
+        ssl_certfile=ssl_certfile,
+        ssl_keyfile=ssl_keyfile,
+    )
+    problem = settings.startup_problem()
+    if problem is not None:
+        console.print(f"[red]error:[/red] {problem}")
+        raise typer.Exit(2)
     options: dict[str, Any] = {
         "host": settings.host,
         "port": settings.port,
@@ -42,12 +59,16 @@ def serve(
         "http": "auto",
         "access_log": False,
         "timeout_graceful_shutdown": 10,
+        "ssl_certfile": settings.ssl_certfile,
+        "ssl_keyfile": settings.ssl_keyfile,
     }
     if workers == 1:
         uvicorn.run(create_app(settings), **options)
         return
     # Worker processes build their own app from the environment, so hand the flags over that way.
-    for name, value in (("HOST", host), ("PORT", port), ("DATABASE_URL", database_url), ("LOG_LEVEL", log_level)):
+    flags = {"HOST": host, "PORT": port, "DATABASE_URL": database_url, "LOG_LEVEL": log_level}
+    flags.update(SSL_CERTFILE=ssl_certfile, SSL_KEYFILE=ssl_keyfile)
+    for name, value in flags.items():
         if value is not None:
             os.environ[f"HALFMQ_{name}"] = str(value)
     if settings.migrate_on_start:
