@@ -9,6 +9,7 @@ inside the function that runs on the driver or the executor and close it there.
 from __future__ import annotations
 
 import json
+import ssl
 import time
 from collections.abc import Mapping
 from dataclasses import dataclass
@@ -123,7 +124,8 @@ class BrokerClient:
         self.url = url.rstrip("/")
         self.retries = retries
         headers = {"Authorization": f"Bearer {token}"} if token else {}
-        self._http = httpx.Client(base_url=self.url, timeout=timeout, headers=headers, verify=verify)
+        tls = ssl.create_default_context(cafile=verify) if isinstance(verify, str) else verify
+        self._http = httpx.Client(base_url=self.url, timeout=timeout, headers=headers, verify=tls)
 
     def __enter__(self) -> BrokerClient:
         return self
