@@ -1,0 +1,142 @@
+"""``python -m bench.auth_overhead``: what token authentication costs a single-message produce.
+
+Two brokers on two fresh databases of one kind, started the same way, in the same run:
+one with ``HALFMQ_AUTH=none``, one with ``HALFMQ_AUTH=token`` where the load carries the
+token of a principal holding ``topic:write`` on the topic (not the admin token, which
+skips the ACL decision). wrk posts the same one-message body to each, the runs
+interleaved (off, on, off, on ...) so drift of the machine hits both alike; the
+figure is the median rate of each side and the overhead ``1 - on / off``. On a shared
+machine the rate swings with other load, so the broker's CPU time per request (its
+front and core processes, read from /proc around each run) is reported too: it is what
+authentication adds, and much less sensitive to neighbours.
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import statistics
+import tempfile
+import urllib.request
+from pathlib import Path
+from typing import Any
+
+from bench import procs, wrk
+
+ADMIN = "bench-admin-token"
+TOPIC = "bench-auth"
+BODY = json.dumps({"messages": [{"key": "k", "value": {"n": 1, "text": "x" * 100}}]}).encode()
+
+
+def _call(url: str, method: str, path: str, body: Any = None, token: str | None = None) -> Any:
+    request = urllib.request.Request(
+        url + path,
+        method=method,
+        data=None if body is None else json.dumps(body).encode(),
+        headers={"Content-Type": "application/json", **({"Authorization": f"Bearer {token}"} if token else {})},
+    )
+    with urllib.request.urlopen(request, timeout=30) as answer:
+        data = answer.read()
+    return json.loads(data) if data else None
+
+
+def database_url(kind: str, directory: Path, name: str, postgres_admin: str | None) -> str:
+    if kind == "sqlite":
+        return f"sqlite:///{directory}/{name}.db"
+    if postgres_admin is None:
+        raise SystemExit("--db postgresql needs --postgres-url (an admin URL; databases are created next to it)")
+    from sqlalchemy import create_engine, text
+    from sqlalchemy.engine import make_url
+
+    admin = create_engine(postgres_admin, isolation_level="AUTOCOMMIT")
+    database = f"halfmq_bench_auth_{name}"
+    with admin.connect() as conn:
+        conn.execute(text(f'DROP DATABASE IF EXISTS "{database}"'))
+        conn.execute(text(f'CREATE DATABASE "{database}"'))
+    admin.dispose()
+    return make_url(postgres_admin).set(database=database).render_as_string(hide_password=False)
+
+
+def main(argv: list[str] | None = None) -> int:
+    parser = argparse.ArgumentParser(prog="python -m bench.auth_overhead", description=__doc__.splitlines()[0])
+    parser.add_argument("--db", choices=["sqlite", "postgresql"], default="sqlite")
+    parser.add_argument("--postgres-url", default=None, help="admin URL for --db postgresql")
+    parser.add_argument("--duration", type=float, default=8.0, help="seconds per wrk run (default 8)")
+    parser.add_argument("--rounds", type=int, default=3, help="interleaved runs of each side (default 3)")
+    parser.add_argument("--connections", type=int, default=16)
+    parser.add_argument("--json", type=Path, default=None, help="also write the figures here")
+    args = parser.parse_args(argv)
+    if not wrk.available():
+        raise SystemExit("wrk is not installed")
+    directory = Path(tempfile.mkdtemp(prefix="halfmq-bench-auth-"))
+    off = procs.broker(database_url(args.db, directory, "off", args.postgres_url), auth="none").start()
+    on = procs.broker(
+        database_url(args.db, directory, "on", args.postgres_url), auth="token", admin_token=ADMIN
+    ).start()
+    try:
+        _call(off.url, "POST", "/v1/topics", {"name": TOPIC, "partitions": 1})
+        _call(on.url, "POST", "/v1/topics", {"name": TOPIC, "partitions": 1}, ADMIN)
+        _call(on.url, "POST", "/v1/principals", {"name": "producer"}, ADMIN)
+        token = _call(on.url, "POST", "/v1/principals/producer/tokens", None, ADMIN)["token"]
+        acl = {"principal": "producer", "resource_type": "topic", "pattern": TOPIC, "operations": ["write"]}
+        _call(on.url, "POST", "/v1/acls", acl, ADMIN)
+        path = f"/v1/topics/{TOPIC}/messages"
+        rates: dict[str, list[float]] = {"off": [], "on": []}
+        p50: dict[str, list[float]] = {"off": [], "on": []}
+        cpu_us: dict[str, list[float]] = {"off": [], "on": []}
+        for _ in range(args.rounds):
+            for side, server, authorization in (("off", off, None), ("on", on, f"Bearer {token}")):
+                cpu_before = procs.cpu_seconds(server.pid)
+                result = wrk.post(
+                    server.url,
+                    path,
+                    BODY,
+                    connections=args.connections,
+                    duration=args.duration,
+                    authorization=authorization,
+                )
+                if result.errors:
+                    raise SystemExit(f"{side}: {result.errors} errors: {result.raw}")
+                per_request = (procs.cpu_seconds(server.pid) - cpu_before) / max(1, result.requests) * 1e6
+                rates[side].append(result.rate)
+                p50[side].append(result.p50_ms)
+                cpu_us[side].append(per_request)
+                print(
+                    f"  {side:3}  {result.rate:8.1f} req/s  p50 {result.p50_ms:6.2f} ms  p99 {result.p99_ms:6.2f} ms"
+                    f"  broker CPU {per_request:6.0f} us/request",
+                    flush=True,
+                )
+        median_off, median_on = statistics.median(rates["off"]), statistics.median(rates["on"])
+        overhead = 1 - median_on / median_off
+        cpu_off, cpu_on = statistics.median(cpu_us["off"]), statistics.median(cpu_us["on"])
+        figures = {
+            "db": args.db,
+            "duration_s": args.duration,
+            "rounds": args.rounds,
+            "connections": args.connections,
+            "rates_off": rates["off"],
+            "rates_on": rates["on"],
+            "median_off": median_off,
+            "median_on": median_on,
+            "p50_ms_off": statistics.median(p50["off"]),
+            "p50_ms_on": statistics.median(p50["on"]),
+            "overhead": overhead,
+            "cpu_us_per_request_off": cpu_off,
+            "cpu_us_per_request_on": cpu_on,
+            "cpu_overhead": cpu_on / cpu_off - 1,
+        }
+        print(
+            f"single-message produce on {args.db}: auth off {median_off:.1f} req/s, token auth {median_on:.1f} req/s,"
+            f" overhead {overhead * 100:.1f}% (goal <= 5%); broker CPU {cpu_off:.0f} -> {cpu_on:.0f} us/request"
+            f" ({(cpu_on / cpu_off - 1) * 100:+.1f}%)"
+        )
+        if args.json:
+            args.json.write_text(json.dumps(figures, indent=2) + "\n")
+        return 0
+    finally:
+        off.stop()
+        on.stop()
+
+
+if __name__ == "__main__":
+    raise SystemExit(main())
