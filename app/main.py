@@ -4,9 +4,11 @@ from __future__ import annotations
 
 import ipaddress
 import logging
-from collections.abc import AsyncIterator
+from collections.abc import AsyncIterator, Callable
 from contextlib import asynccontextmanager
+from typing import Any
 
+import fastapi.routing
 from fastapi import Depends, FastAPI
 from fastapi.routing import APIRoute
 
@@ -83,7 +85,7 @@ async def access_control(app: FastAPI, settings: Settings) -> AsyncIterator[None
     admin = settings.admin_token.get_secret_value() if settings.admin_token else None
     app.state.authority = Authority(enabled, admin, cache)
     for route in undeclared_routes(app):
-        log.error("route %s %s declares no rights: refused to everyone while auth is on", route.methods, route.path)
+        log.error("route %s declares no rights: refused to everyone while auth is on", route)
     if not enabled:
         yield
         return
@@ -94,8 +96,24 @@ async def access_control(app: FastAPI, settings: Settings) -> AsyncIterator[None
         await cache.close()
 
 
-def undeclared_routes(app: FastAPI) -> list[APIRoute]:
-    return [r for r in app.routes if isinstance(r, APIRoute) and rights_of(r.endpoint) is None]
+def api_routes(app: FastAPI) -> list[tuple[str, frozenset[str], Callable[..., Any] | None]]:
+    """(path, methods, endpoint) of every API route, including those of included routers.
+
+    Recent FastAPI keeps included routers as nodes of ``app.routes`` and flattens them with
+    ``fastapi.routing.iter_route_contexts``; older versions copied their routes into it.
+    """
+    flatten = getattr(fastapi.routing, "iter_route_contexts", None)
+    found = []
+    routes: list[Any] = list(flatten(app.routes) if flatten is not None else app.routes)
+    for route in routes:
+        if isinstance(getattr(route, "original_route", route), APIRoute):
+            found.append((str(route.path), frozenset(route.methods or ()), route.endpoint))
+    return found
+
+
+def undeclared_routes(app: FastAPI) -> list[str]:
+    """The API routes that declare no rights (refused to everyone while auth is on)."""
+    return [f"{sorted(methods)} {path}" for path, methods, endpoint in api_routes(app) if rights_of(endpoint) is None]
 
 
 def warn_if_open(settings: Settings) -> None:

@@ -84,9 +84,10 @@ def main(argv: list[str] | None = None) -> int:
         rates: dict[str, list[float]] = {"off": [], "on": []}
         p50: dict[str, list[float]] = {"off": [], "on": []}
         cpu_us: dict[str, list[float]] = {"off": [], "on": []}
+        front_us: dict[str, list[float]] = {"off": [], "on": []}
         for _ in range(args.rounds):
             for side, server, authorization in (("off", off, None), ("on", on, f"Bearer {token}")):
-                cpu_before = procs.cpu_seconds(server.pid)
+                cpu_before, front_before = procs.cpu_seconds(server.pid), procs.own_cpu_seconds(server.pid)
                 result = wrk.post(
                     server.url,
                     path,
@@ -98,17 +99,20 @@ def main(argv: list[str] | None = None) -> int:
                 if result.errors:
                     raise SystemExit(f"{side}: {result.errors} errors: {result.raw}")
                 per_request = (procs.cpu_seconds(server.pid) - cpu_before) / max(1, result.requests) * 1e6
+                front = (procs.own_cpu_seconds(server.pid) - front_before) / max(1, result.requests) * 1e6
+                front_us[side].append(front)
                 rates[side].append(result.rate)
                 p50[side].append(result.p50_ms)
                 cpu_us[side].append(per_request)
                 print(
                     f"  {side:3}  {result.rate:8.1f} req/s  p50 {result.p50_ms:6.2f} ms  p99 {result.p99_ms:6.2f} ms"
-                    f"  broker CPU {per_request:6.0f} us/request",
+                    f"  broker CPU {per_request:6.0f} us/request (HTTP front {front:4.0f})",
                     flush=True,
                 )
         median_off, median_on = statistics.median(rates["off"]), statistics.median(rates["on"])
         overhead = 1 - median_on / median_off
         cpu_off, cpu_on = statistics.median(cpu_us["off"]), statistics.median(cpu_us["on"])
+        front_off, front_on = statistics.median(front_us["off"]), statistics.median(front_us["on"])
         figures = {
             "db": args.db,
             "duration_s": args.duration,
@@ -124,11 +128,13 @@ def main(argv: list[str] | None = None) -> int:
             "cpu_us_per_request_off": cpu_off,
             "cpu_us_per_request_on": cpu_on,
             "cpu_overhead": cpu_on / cpu_off - 1,
+            "front_cpu_us_per_request_off": front_off,
+            "front_cpu_us_per_request_on": front_on,
         }
         print(
             f"single-message produce on {args.db}: auth off {median_off:.1f} req/s, token auth {median_on:.1f} req/s,"
             f" overhead {overhead * 100:.1f}% (goal <= 5%); broker CPU {cpu_off:.0f} -> {cpu_on:.0f} us/request"
-            f" ({(cpu_on / cpu_off - 1) * 100:+.1f}%)"
+            f" ({(cpu_on / cpu_off - 1) * 100:+.1f}%), of which the HTTP front {front_off:.0f} -> {front_on:.0f}"
         )
         if args.json:
             args.json.write_text(json.dumps(figures, indent=2) + "\n")

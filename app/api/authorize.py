@@ -131,29 +131,30 @@ async def authorize(
         AUTH_REFUSALS.labels("UNAUTHENTICATED").inc()
         raise Unauthenticated("this request needs a bearer token (Authorization: Bearer <token>)")
     bearer = credentials.credentials
-    if authority.is_admin(bearer):
-        principal = ADMIN_PRINCIPAL
-    else:
-        cache = authority.cache
-        if cache.stale:
-            raise StorageUnavailable("tokens and ACLs could not be refreshed recently; retry later")
-        found = cache.principal_of(bearer)
-        if found is None:
-            AUTH_REFUSALS.labels("UNAUTHENTICATED").inc()
-            raise Unauthenticated("unknown or revoked token")
+    cache = authority.cache
+    # A database token (the common case) is found first; the admin token is compared only otherwise.
+    found = None if cache.stale else cache.principal_of(bearer)
+    if found is not None:
         principal = found
+    elif authority.is_admin(bearer):
+        principal = ADMIN_PRINCIPAL
+    elif cache.stale:
+        raise StorageUnavailable("tokens and ACLs could not be refreshed recently; retry later")
+    else:
+        AUTH_REFUSALS.labels("UNAUTHENTICATED").inc()
+        raise Unauthenticated("unknown or revoked token")
     request.scope[PRINCIPAL_KEY] = principal
     if declared is None:
         raise _refuse(request, principal, "this route declares no rights, so it is closed to everyone")
     if principal == ADMIN_PRINCIPAL:
         return
-    facts = _Facts(request, authority.cache, request.app.state.broker)
+    facts = _Facts(request, cache, request.app.state.broker)
     for rule in declared.rules:
         for need in await rule.needs(facts):
-            if not authority.cache.allows(principal, need):
+            if not cache.allows(principal, need):
                 raise _refuse(request, principal, f"needs {need}")
     if declared.listings:
-        request.scope[VISIBLE_KEY] = _visible_filter(authority.cache, principal, declared.listings)
+        request.scope[VISIBLE_KEY] = _visible_filter(cache, principal, declared.listings)
 
 
 def principal_of(request: Request) -> str | None:
