@@ -32,10 +32,13 @@ from half_store.domain.errors import (
     StorageUnavailable,
     TransactionNotFound,
     Unauthenticated,
+    ValidationFailed,
 )
 
 audit = logging.getLogger("halfmq.audit")
 
+MAX_ID_LENGTH = 64  # message ids and transaction ids (String(64) columns)
+MAX_INT64 = 2**63 - 1
 PRINCIPAL_KEY = "halfmq.principal"
 VISIBLE_KEY = "halfmq.visible"
 bearer_scheme = HTTPBearer(
@@ -84,6 +87,8 @@ class _Facts:
         return self._body
 
     async def half_message_owner(self, message_id: str) -> tuple[str, str]:
+        _storable(message_id, "message_id")
+
         async def fetch() -> tuple[str, str]:
             half = await self._broker.halves.get(message_id)  # 404 if there is none
             return half.producer_group, half.topic
@@ -91,6 +96,8 @@ class _Facts:
         return await self._cache.lookup("half", message_id, fetch)
 
     async def transactional_id_of_transaction(self, txn_id: str) -> str | None:
+        _storable(txn_id, "txn_id")
+
         async def fetch() -> str | None:
             exists, transactional_id = await self._broker.access.transactional_id_of_transaction(txn_id)
             if not exists:
@@ -100,10 +107,18 @@ class _Facts:
         return await self._cache.lookup("txn", txn_id, fetch)
 
     async def transactional_id_of_producer(self, producer_id: int) -> tuple[bool, str | None]:
+        if not 0 <= producer_id <= MAX_INT64:
+            raise ValidationFailed(f"producer_id must lie in 0..{MAX_INT64}")
         found = await self._broker.access.transactional_id_of_producer(producer_id)
         if not found[0]:
             return found  # not remembered: the id may be handed out later
         return await self._cache.lookup("producer", producer_id, lambda: _ready(found))
+
+
+def _storable(identifier: str, name: str) -> None:
+    """Ids a rule looks up are refused before the lookup when no row could hold them (as the route would)."""
+    if not identifier or len(identifier) > MAX_ID_LENGTH or "\x00" in identifier:
+        raise ValidationFailed(f"{name}: 1 to {MAX_ID_LENGTH} characters, no NUL")
 
 
 async def _ready(value: tuple[bool, str | None]) -> tuple[bool, str | None]:
