@@ -137,12 +137,22 @@ class AccessCache:
     # -- lookups rights rules make (immutable facts) --------------------------------------------------
 
     async def lookup(self, kind: str, key: Any, fetch: Callable[[], Awaitable[T]]) -> T:
-        cache_key = (kind, key)
-        if cache_key in self._lookups:
-            self._lookups.move_to_end(cache_key)
-            return self._lookups[cache_key]  # type: ignore[no-any-return]
+        """The remembered answer, else ``fetch()``'s (remembered; an error is not)."""
+        hit, known = self.remembered(kind, key)
+        if hit:
+            return known  # type: ignore[no-any-return]
         found = await fetch()
-        self._lookups[cache_key] = found
+        self.remember(kind, key, found)
+        return found
+
+    def remembered(self, kind: str, key: Any) -> tuple[bool, Any]:
+        cache_key = (kind, key)
+        if cache_key not in self._lookups:
+            return False, None
+        self._lookups.move_to_end(cache_key)
+        return True, self._lookups[cache_key]
+
+    def remember(self, kind: str, key: Any, value: Any) -> None:
+        self._lookups[(kind, key)] = value
         if len(self._lookups) > MAX_LOOKUPS:
             self._lookups.popitem(last=False)
-        return found

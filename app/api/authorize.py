@@ -109,20 +109,19 @@ class _Facts:
     async def transactional_id_of_producer(self, producer_id: int) -> tuple[bool, str | None]:
         if not 0 <= producer_id <= MAX_INT64:
             raise ValidationFailed(f"producer_id must lie in 0..{MAX_INT64}")
+        hit, known = self._cache.remembered("producer", producer_id)
+        if hit:
+            return known  # type: ignore[no-any-return]
         found = await self._broker.access.transactional_id_of_producer(producer_id)
-        if not found[0]:
-            return found  # not remembered: the id may be handed out later
-        return await self._cache.lookup("producer", producer_id, lambda: _ready(found))
+        if found[0]:  # an unknown id is not remembered: it may be handed out later
+            self._cache.remember("producer", producer_id, found)
+        return found
 
 
 def _storable(identifier: str, name: str) -> None:
     """Ids a rule looks up are refused before the lookup when no row could hold them (as the route would)."""
     if not identifier or len(identifier) > MAX_ID_LENGTH or "\x00" in identifier:
         raise ValidationFailed(f"{name}: 1 to {MAX_ID_LENGTH} characters, no NUL")
-
-
-async def _ready(value: tuple[bool, str | None]) -> tuple[bool, str | None]:
-    return value
 
 
 def _refuse(request: Request, principal: str, reason: str) -> Forbidden:
