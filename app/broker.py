@@ -10,6 +10,8 @@ from dataclasses import dataclass
 from checker.jobs import BackgroundJobs
 from half_store.domain.errors import StorageUnavailable
 from half_store.metrics import LONG_POLL_WAITERS, core_metrics
+from half_store.services.access import AccessService
+from half_store.services.callback_guard import CallbackGuard
 from half_store.services.check_polling import CheckPolling
 from half_store.services.coordinator import Coordinator
 from half_store.services.half_messages import HalfMessageService
@@ -31,6 +33,7 @@ class Broker:
     coordinator: Coordinator
     halves: HalfMessageService
     polling: CheckPolling
+    access: AccessService
 
     @classmethod
     def open(cls, settings: Settings) -> Broker:
@@ -38,7 +41,9 @@ class Broker:
         store = Store(database, read_threads=settings.read_threads)
         notifier = PartitionNotifier(settings.max_long_poll_waiters)
         log_service = LogService(store, notifier)
-        halves = HalfMessageService(log_service, settings.transaction_timeout_seconds)
+        halves = HalfMessageService(
+            log_service, settings.transaction_timeout_seconds, CallbackGuard(settings.callback_networks)
+        )
         return cls(
             settings=settings,
             store=store,
@@ -46,6 +51,7 @@ class Broker:
             coordinator=Coordinator(log_service, settings),
             halves=halves,
             polling=CheckPolling(halves, settings, notifier),
+            access=AccessService(store),
         )
 
     async def ready(self) -> bool:

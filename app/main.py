@@ -2,31 +2,46 @@
 
 from __future__ import annotations
 
-from collections.abc import AsyncIterator
+import ipaddress
+import logging
+from collections.abc import AsyncIterator, Callable
 from contextlib import asynccontextmanager
+from typing import Any
 
-from fastapi import FastAPI
+import fastapi.routing
+from fastapi import Depends, FastAPI
+from fastapi.routing import APIRoute
 
-from app.api import half_routes, log_routes, ops_routes, txn_routes
+from app.api import access_routes, half_routes, log_routes, ops_routes, txn_routes
+from app.api.access_cache import AccessCache
+from app.api.authorize import Authority, ListingFilterMiddleware, authorize
 from app.api.encoding import MessageLimits
 from app.api.errors import install_error_handlers
 from app.api.middleware import AccessLogMiddleware, BodyLimitMiddleware, MetricsMiddleware, enable_access_log
+from app.api.rights import rights_of
 from half_store.settings import Settings
+
+log = logging.getLogger(__name__)
 
 
 def create_app(settings: Settings | None = None) -> FastAPI:
     """The broker's HTTP app: its services in a core process of their own, or in this one."""
     settings = settings or Settings()
+    problem = settings.startup_problem()
+    if problem is not None:
+        raise RuntimeError(problem)
 
     @asynccontextmanager
     async def lifespan(app: FastAPI) -> AsyncIterator[None]:
+        warn_if_open(settings)
         if settings.core_process:
             from app.core.link import CoreLink, RemoteBroker
 
             link = await CoreLink.start(settings)
             app.state.broker = RemoteBroker(settings, link)
             try:
-                yield
+                async with access_control(app, settings):
+                    yield
             finally:
                 await link.close()
         else:
@@ -34,23 +49,87 @@ def create_app(settings: Settings | None = None) -> FastAPI:
 
             async with running_broker(settings) as broker:
                 app.state.broker = broker
-                yield
+                async with access_control(app, settings):
+                    yield
 
     app = FastAPI(
         title="halfmq",
         version="1.0.0",
         summary="Transactional message broker: RocketMQ-style half messages and Kafka/Pulsar-style transactions.",
         lifespan=lifespan,
+        # Every route, of every router included now or later, goes through the one authorizing dependency.
+        dependencies=[Depends(authorize)],
     )
     app.state.limits = MessageLimits.of(settings)
     install_error_handlers(app)
     app.include_router(log_routes.router)
     app.include_router(txn_routes.router)
     app.include_router(half_routes.router)
+    app.include_router(access_routes.router)
     app.include_router(ops_routes.router)
     app.add_middleware(BodyLimitMiddleware, max_bytes=settings.max_request_bytes)
+    app.add_middleware(ListingFilterMiddleware)
     app.add_middleware(MetricsMiddleware)
     if settings.access_log:  # outermost, so a line's duration covers all the broker did
         enable_access_log()
         app.add_middleware(AccessLogMiddleware)
     return app
+
+
+@asynccontextmanager
+async def access_control(app: FastAPI, settings: Settings) -> AsyncIterator[None]:
+    """The authority the dependency consults; with auth=token its cache is loaded and kept fresh."""
+    enabled = settings.auth == "token"
+    cache = AccessCache(
+        app.state.broker.access,
+        refresh_seconds=settings.auth_refresh_seconds,
+        max_staleness_seconds=settings.auth_max_staleness_seconds,
+    )
+    admin = settings.admin_token.get_secret_value() if settings.admin_token else None
+    app.state.authority = Authority(enabled, admin, cache)
+    for route in undeclared_routes(app):
+        log.error("route %s declares no rights: refused to everyone while auth is on", route)
+    if not enabled:
+        yield
+        return
+    await cache.start()
+    try:
+        yield
+    finally:
+        await cache.close()
+
+
+def api_routes(app: FastAPI) -> list[tuple[str, frozenset[str], Callable[..., Any] | None]]:
+    """(path, methods, endpoint) of every API route, including those of included routers.
+
+    Recent FastAPI keeps included routers as nodes of ``app.routes`` and flattens them with
+    ``fastapi.routing.iter_route_contexts``; older versions copied their routes into it.
+    """
+    flatten = getattr(fastapi.routing, "iter_route_contexts", None)
+    found = []
+    routes: list[Any] = list(flatten(app.routes) if flatten is not None else app.routes)
+    for route in routes:
+        if isinstance(getattr(route, "original_route", route), APIRoute):
+            found.append((str(route.path), frozenset(route.methods or ()), route.endpoint))
+    return found
+
+
+def undeclared_routes(app: FastAPI) -> list[str]:
+    """The API routes that declare no rights (refused to everyone while auth is on)."""
+    return [f"{sorted(methods)} {path}" for path, methods, endpoint in api_routes(app) if rights_of(endpoint) is None]
+
+
+def warn_if_open(settings: Settings) -> None:
+    """Anyone who can reach a non-loopback address may do anything when auth is off: say so."""
+    if settings.auth != "none":
+        return
+    try:
+        loopback = settings.host == "localhost" or ipaddress.ip_address(settings.host).is_loopback
+    except ValueError:
+        loopback = False
+    if not loopback:
+        log.warning(
+            "HALFMQ_AUTH=none and the broker listens on %s: anyone who reaches it may read, write and "
+            "resolve anything; set HALFMQ_AUTH=token (docs/security.md)",
+            settings.host,
+        )

@@ -31,6 +31,14 @@ REQUEST_LATENCY = Histogram(
 )
 MESSAGES_IN = Counter("halfmq_messages_in_total", "Messages appended to user topics", ["topic"], registry=FRONT_REGISTRY)
 MESSAGES_OUT = Counter("halfmq_messages_out_total", "Messages returned by fetches", ["topic"], registry=FRONT_REGISTRY)
+AUTH_REFUSALS = Counter(
+    "halfmq_auth_refusals_total", "Requests refused by authentication (401) or authorization (403)", ["code"],
+    registry=FRONT_REGISTRY,
+)
+AUTH_CHANGES = Counter(
+    "halfmq_auth_changes_total", "Changes of principals, tokens and ACLs made through this process", ["change"],
+    registry=FRONT_REGISTRY,
+)
 
 
 def front_metrics() -> bytes:

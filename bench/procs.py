@@ -171,6 +171,11 @@ def _own_cpu_seconds(pid: int) -> float:
         return 0.0
 
 
+def own_cpu_seconds(pid: int) -> float:
+    """utime + stime of ``pid`` alone (the broker's HTTP front, without its core process)."""
+    return _own_cpu_seconds(pid)
+
+
 def cpu_seconds(pid: int) -> float:
     """utime + stime of ``pid`` and its descendants (all their threads) in seconds."""
     return sum(_own_cpu_seconds(p) for p in process_tree(pid))

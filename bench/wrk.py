@@ -64,11 +64,14 @@ def run(url: str, script: str, args: list[str], *, connections: int, duration: f
     )
 
 
-def post(url: str, path: str, body: bytes, *, connections: int, duration: float) -> WrkResult:
+def post(
+    url: str, path: str, body: bytes, *, connections: int, duration: float, authorization: str | None = None
+) -> WrkResult:
     with tempfile.NamedTemporaryFile(prefix="halfmq-wrk-", suffix=".json", delete=False) as file:
         file.write(body)
+    args = [path, file.name] + ([authorization] if authorization else [])
     try:
-        return run(url, "post.lua", [path, file.name], connections=connections, duration=duration)
+        return run(url, "post.lua", args, connections=connections, duration=duration)
     finally:
         Path(file.name).unlink(missing_ok=True)
 

@@ -22,7 +22,7 @@ from dataclasses import dataclass
 import httpx
 import orjson
 
-from half_store.domain.errors import AlreadyResolved, BrokerError
+from half_store.domain.errors import AlreadyResolved, BrokerError, CallbackNotAllowed
 from half_store.domain.half_records import HalfMessage, Listener
 from half_store.metrics import CHECKS
 from half_store.services.check_decisions import (
@@ -39,6 +39,8 @@ log = logging.getLogger(__name__)
 
 # How many claimed checks a group may have queued behind its call slots.
 QUEUE_PER_SLOT = 8
+# A listener answers {"state": ...}; anything longer is not read past this.
+MAX_ANSWER_BYTES = 64 * 1024
 
 
 @dataclass(frozen=True, slots=True)
@@ -155,16 +157,24 @@ class BackChecker:
 
     async def _ask(self, candidate: CheckCandidate, listener: Listener) -> str:
         assert listener.callback_url is not None
+        if httpx.URL(listener.callback_url).scheme not in ("http", "https"):
+            raise CallbackNotAllowed(f"callback URLs must be http or https: {listener.callback_url}")
         body = orjson.dumps(check_payload(candidate))
         headers = {"content-type": "application/json"}
         if listener.secret:
             headers[SIGNATURE_HEADER] = signature(listener.secret, body)
-        response = await self.http.post(
-            listener.callback_url, content=body, headers=headers, timeout=self.settings.check_timeout_seconds
-        )
-        if response.status_code != 200:
-            return "UNKNOWN"
-        return parse_answer(response.content)
+        # The client connects only to allowed addresses and never follows a redirect (checker/guarded_http.py).
+        async with self.http.stream(
+            "POST", listener.callback_url, content=body, headers=headers, timeout=self.settings.check_timeout_seconds
+        ) as response:
+            if response.status_code != 200:
+                return "UNKNOWN"  # a redirect too: it is not followed
+            answer = bytearray()
+            async for chunk in response.aiter_bytes():
+                answer += chunk
+                if len(answer) > MAX_ANSWER_BYTES:
+                    raise CallbackNotAllowed(f"the listener's answer is over {MAX_ANSWER_BYTES} bytes")
+        return parse_answer(bytes(answer))
 
     async def _discard(self, half: HalfMessage) -> int:
         try:

@@ -16,13 +16,14 @@ import time
 from collections.abc import Awaitable, Callable
 from datetime import datetime, timedelta
 
-import httpx
 from apscheduler.schedulers.asyncio import AsyncIOScheduler
 
 from checker.back_check import BackChecker
+from checker.guarded_http import guarded_client
 from checker.retention import Retention
 from half_store.domain.records import now_ms
 from half_store.metrics import CHECKER_LEADER
+from half_store.services.callback_guard import CallbackGuard
 from half_store.services.coordinator import Coordinator
 from half_store.services.half_messages import HalfMessageService
 from half_store.settings import Settings
@@ -40,7 +41,9 @@ class BackgroundJobs:
         self.settings = settings
         self.coordinator = coordinator
         self.holder = f"{socket.gethostname()}:{os.getpid()}:{secrets.token_hex(4)}"
-        self.http = httpx.AsyncClient(limits=httpx.Limits(max_connections=settings.check_concurrency))
+        # Callbacks go only to allowed networks, checked again at every connection (SSRF; docs/security.md).
+        guard = halves.callback_guard or CallbackGuard(settings.callback_networks)
+        self.http = guarded_client(guard, settings.check_concurrency)
         self.back_checker = BackChecker(halves, settings, self.http)
         self.retention = Retention(store, settings)
         self._leader_until = 0.0

@@ -2,10 +2,13 @@
 
 from __future__ import annotations
 
+import ipaddress
 from typing import Literal
 
-from pydantic import Field
+from pydantic import Field, SecretStr, field_validator
 from pydantic_settings import BaseSettings, SettingsConfigDict
+
+DEFAULT_CALLBACK_NETWORKS = "127.0.0.0/8,::1/128,10.0.0.0/8,172.16.0.0/12,192.168.0.0/16,fc00::/7"
 
 
 class Settings(BaseSettings):
@@ -49,6 +52,23 @@ class Settings(BaseSettings):
     lease_seconds: float | None = Field(None, gt=0)
     run_checker: bool = True
 
+    # Authentication (docs/security.md). none: every request is anonymous and allowed.
+    auth: Literal["none", "token"] = "none"
+    # The bootstrap superuser's bearer token; required with auth=token.
+    admin_token: SecretStr | None = None
+    # How often the HTTP front asks whether tokens or ACLs changed (a revocation is refused
+    # everywhere within this plus a round trip), and how long it may go on serving a
+    # snapshot it could not refresh before it refuses every request instead.
+    auth_refresh_seconds: float = Field(1.0, gt=0, le=2.0)
+    auth_max_staleness_seconds: float = Field(4.0, gt=0, le=4.5)
+    # Where back-check callbacks may go: every address a callback host resolves to must lie
+    # in one of these networks (comma-separated CIDRs). Link-local, unspecified, multicast
+    # and reserved addresses are refused whatever this says.
+    callback_allowed_networks: str = DEFAULT_CALLBACK_NETWORKS
+    # TLS for the HTTP listener (both, or neither).
+    ssl_certfile: str | None = None
+    ssl_keyfile: str | None = None
+
     log_level: str = "info"
     # One JSON line per HTTP request on stdout (method, path, route, status, duration, client).
     access_log: bool = False
@@ -62,3 +82,24 @@ class Settings(BaseSettings):
         if self.lease_seconds is not None:
             return self.lease_seconds
         return max(2.0, min(15.0, 3 * self.check_interval_seconds))
+
+    @field_validator("callback_allowed_networks")
+    @classmethod
+    def _networks_parse(cls, value: str) -> str:
+        for part in value.split(","):
+            if part.strip():
+                ipaddress.ip_network(part.strip(), strict=False)  # ValueError names the bad one
+        return value
+
+    @property
+    def callback_networks(self) -> tuple[ipaddress.IPv4Network | ipaddress.IPv6Network, ...]:
+        parts = [part.strip() for part in self.callback_allowed_networks.split(",")]
+        return tuple(ipaddress.ip_network(part, strict=False) for part in parts if part)
+
+    def startup_problem(self) -> str | None:
+        """Why a broker with these settings must not start, if it must not."""
+        if self.auth == "token" and (self.admin_token is None or not self.admin_token.get_secret_value()):
+            return "HALFMQ_AUTH=token needs HALFMQ_ADMIN_TOKEN (the bootstrap superuser's token)"
+        if (self.ssl_certfile is None) != (self.ssl_keyfile is None):
+            return "TLS needs both HALFMQ_SSL_CERTFILE and HALFMQ_SSL_KEYFILE"
+        return None

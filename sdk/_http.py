@@ -17,6 +17,7 @@ from __future__ import annotations
 import asyncio
 import logging
 import random
+import ssl
 import time
 from collections.abc import Callable, Mapping
 from dataclasses import dataclass, field
@@ -149,6 +150,13 @@ def _auth_headers(token: str | None) -> dict[str, str]:
     return {"Authorization": f"Bearer {token}"} if token else {}
 
 
+def tls_verification(verify: bool | str | ssl.SSLContext) -> bool | ssl.SSLContext:
+    """``verify=``: True (the system's CAs), False, a CA bundle's path, or an SSL context."""
+    if isinstance(verify, str):
+        return ssl.create_default_context(cafile=verify)
+    return verify
+
+
 def _limits(max_connections: int) -> httpx.Limits:
     return httpx.Limits(max_connections=max_connections, max_keepalive_connections=max_connections)
 
@@ -165,14 +173,17 @@ class Transport:
         max_connections: int = DEFAULT_MAX_CONNECTIONS,
         pool_timeout: float = DEFAULT_POOL_TIMEOUT,
         token: str | None = None,
-        verify: bool | str = True,
+        verify: bool | str | ssl.SSLContext = True,
     ) -> None:
         self.url = url.rstrip("/")
         self.retry = retry or RetryPolicy()
         self._timeout = timeout
         self._pool_timeout = pool_timeout
         self._client = httpx.Client(
-            base_url=self.url, limits=_limits(max_connections), headers=_auth_headers(token), verify=verify
+            base_url=self.url,
+            limits=_limits(max_connections),
+            headers=_auth_headers(token),
+            verify=tls_verification(verify),
         )
 
     def call(self, call: Call[T]) -> T:
@@ -212,14 +223,17 @@ class AsyncTransport:
         max_connections: int = DEFAULT_MAX_CONNECTIONS,
         pool_timeout: float = DEFAULT_POOL_TIMEOUT,
         token: str | None = None,
-        verify: bool | str = True,
+        verify: bool | str | ssl.SSLContext = True,
     ) -> None:
         self.url = url.rstrip("/")
         self.retry = retry or RetryPolicy()
         self._timeout = timeout
         self._pool_timeout = pool_timeout
         self._client = httpx.AsyncClient(
-            base_url=self.url, limits=_limits(max_connections), headers=_auth_headers(token), verify=verify
+            base_url=self.url,
+            limits=_limits(max_connections),
+            headers=_auth_headers(token),
+            verify=tls_verification(verify),
         )
 
     async def call(self, call: Call[T]) -> T:

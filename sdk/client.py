@@ -35,9 +35,13 @@ class Client:
         timeout: float = DEFAULT_TIMEOUT,
         retry: RetryPolicy | None = None,
         max_connections: int = DEFAULT_MAX_CONNECTIONS,
+        token: str | None = None,
+        verify: bool | str = True,
     ) -> None:
         self.url = url.rstrip("/")
-        self._transport = Transport(self.url, timeout=timeout, retry=retry, max_connections=max_connections)
+        self._transport = Transport(
+            self.url, timeout=timeout, retry=retry, max_connections=max_connections, token=token, verify=verify
+        )
 
     # --- topics ------------------------------------------------------------------
 

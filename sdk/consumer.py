@@ -51,6 +51,8 @@ class Consumer:
         timeout: float = DEFAULT_TIMEOUT,
         retry: RetryPolicy | None = None,
         max_connections: int = DEFAULT_MAX_CONNECTIONS,
+        token: str | None = None,
+        verify: bool | str = True,
     ) -> None:
         self.url = url.rstrip("/")
         self._core = ConsumerCore(
@@ -58,7 +60,9 @@ class Consumer:
         )
         self.max_poll_messages = max_poll_messages
         self.long_poll_slice = long_poll_slice
-        self._transport = Transport(self.url, timeout=timeout, retry=retry, max_connections=max_connections)
+        self._transport = Transport(
+            self.url, timeout=timeout, retry=retry, max_connections=max_connections, token=token, verify=verify
+        )
 
     @property
     def group(self) -> str:

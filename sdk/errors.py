@@ -201,6 +201,48 @@ class InvalidTransactionTimeoutError(HalfmqError):
     code, status = "INVALID_TRANSACTION_TIMEOUT", 400
 
 
+class UnauthenticatedError(HalfmqError):
+    """UNAUTHENTICATED (401): no token, or one the broker does not know (revoked, mistyped)."""
+
+    code, status = "UNAUTHENTICATED", 401
+
+
+class ForbiddenError(HalfmqError):
+    """FORBIDDEN (403): the token's principal lacks the ACL this request needs; nothing was done."""
+
+    code, status = "FORBIDDEN", 403
+
+
+class PrincipalExistsError(HalfmqError):
+    """PRINCIPAL_EXISTS (409): a principal of that name exists."""
+
+    code, status = "PRINCIPAL_EXISTS", 409
+
+
+class PrincipalNotFoundError(HalfmqError):
+    """PRINCIPAL_NOT_FOUND (404): no principal of that name."""
+
+    code, status = "PRINCIPAL_NOT_FOUND", 404
+
+
+class TokenNotFoundError(HalfmqError):
+    """TOKEN_NOT_FOUND (404): no token with that id (never issued, or already revoked)."""
+
+    code, status = "TOKEN_NOT_FOUND", 404
+
+
+class AclNotFoundError(HalfmqError):
+    """ACL_NOT_FOUND (404): no ACL with that id."""
+
+    code, status = "ACL_NOT_FOUND", 404
+
+
+class CallbackNotAllowedError(HalfmqError):
+    """CALLBACK_NOT_ALLOWED (422): a listener's callback URL resolves outside the broker's allowed networks."""
+
+    code, status = "CALLBACK_NOT_ALLOWED", 422
+
+
 # --- raised by the SDK itself ----------------------------------------------------------
 
 
@@ -250,6 +292,13 @@ ERRORS_BY_CODE: dict[str, type[HalfmqError]] = {
         StorageUnavailableError,
         InternalError,
         InvalidTransactionTimeoutError,
+        UnauthenticatedError,
+        ForbiddenError,
+        PrincipalExistsError,
+        PrincipalNotFoundError,
+        TokenNotFoundError,
+        AclNotFoundError,
+        CallbackNotAllowedError,
     )
 }
 """Every broker error code this SDK knows, mapped to its exception class."""

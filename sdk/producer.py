@@ -39,9 +39,13 @@ class Producer:
         timeout: float = DEFAULT_TIMEOUT,
         retry: RetryPolicy | None = None,
         max_connections: int = DEFAULT_MAX_CONNECTIONS,
+        token: str | None = None,
+        verify: bool | str = True,
     ) -> None:
         self.url = url.rstrip("/")
-        self._transport = Transport(self.url, timeout=timeout, retry=retry, max_connections=max_connections)
+        self._transport = Transport(
+            self.url, timeout=timeout, retry=retry, max_connections=max_connections, token=token, verify=verify
+        )
         self._router = PartitionRouter()
         self._partition_counts: dict[str, int] = {}
         self._session: SequenceSession | None = None

@@ -87,6 +87,8 @@ class TransactionProducer:
         timeout: float = DEFAULT_TIMEOUT,
         retry: RetryPolicy | None = None,
         max_connections: int = DEFAULT_MAX_CONNECTIONS,
+        token: str | None = None,
+        verify: bool | str = True,
     ) -> None:
         self.url = url.rstrip("/")
         self.producer_group = producer_group
@@ -101,7 +103,9 @@ class TransactionProducer:
         # Per instance, never logged: it proves to our callback server that a
         # check comes from the broker we registered with.
         self._secret = secrets.token_hex(32)
-        self._transport = Transport(self.url, timeout=timeout, retry=retry, max_connections=max_connections)
+        self._transport = Transport(
+            self.url, timeout=timeout, retry=retry, max_connections=max_connections, token=token, verify=verify
+        )
         self._server: CallbackServer | None = None
         self._thread: threading.Thread | None = None
         self._stop = threading.Event()

@@ -60,11 +60,15 @@ class TransactionalProducer:
         timeout: float = DEFAULT_TIMEOUT,
         retry: RetryPolicy | None = None,
         max_connections: int = DEFAULT_MAX_CONNECTIONS,
+        token: str | None = None,
+        verify: bool | str = True,
     ) -> None:
         self.url = url.rstrip("/")
         self.transactional_id = transactional_id
         self.transaction_timeout_ms = transaction_timeout_ms
-        self._transport = Transport(self.url, timeout=timeout, retry=retry, max_connections=max_connections)
+        self._transport = Transport(
+            self.url, timeout=timeout, retry=retry, max_connections=max_connections, token=token, verify=verify
+        )
         self._manager = TransactionManager(transactional_id)
         self._router = PartitionRouter()
         self._partition_counts: dict[str, int] = {}

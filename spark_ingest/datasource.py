@@ -51,7 +51,7 @@ class RangePartition(InputPartition):
 
 
 def _client(options: SourceOptions) -> BrokerClient:
-    return BrokerClient(options.url, timeout=options.request_timeout_seconds, retries=options.request_retries)
+    return options.client()
 
 
 def _metadata(options: SourceOptions) -> list[TopicMetadata]:

@@ -59,6 +59,7 @@ class JobConfig:
     min_partitions: int | None = None
     master: str | None = None
     spark_conf: dict[str, str] = field(default_factory=dict)
+    token: str | None = field(default=None, repr=False)
 
     def source_options(self) -> dict[str, str]:
         """Options for ``spark.readStream.format("halfmq")``."""
@@ -69,6 +70,8 @@ class JobConfig:
             options["group"] = self.group
         if self.min_partitions:
             options["minPartitions"] = str(self.min_partitions)
+        if self.token:
+            options["token"] = self.token
         return options
 
 
@@ -86,6 +89,9 @@ def build_parser() -> argparse.ArgumentParser:
         description="Ingest committed halfmq messages into Parquet with Spark, exactly once.",
     )
     parser.add_argument("--url", required=True, help="broker base URL, e.g. http://127.0.0.1:8080")
+    parser.add_argument(
+        "--token", default=os.environ.get("HALFMQ_TOKEN"), help="bearer token (default: $HALFMQ_TOKEN)"
+    )
     parser.add_argument("--topic", required=True, help="topic, or a comma-separated list of topics")
     parser.add_argument("--output", required=True, help="Parquet output directory (any Hadoop path)")
     parser.add_argument(
@@ -136,6 +142,7 @@ def parse_args(argv: Sequence[str] | None) -> JobConfig:
     output = args.output.rstrip("/") or args.output
     return JobConfig(
         url=args.url.rstrip("/"),
+        token=args.token or None,
         topics=topics,
         output=output,
         checkpoint=args.checkpoint or f"{output}/_checkpoint",
@@ -156,7 +163,7 @@ def preflight(config: JobConfig) -> list[TopicMetadata]:
     A couple of quick retries only: an unreachable broker should be reported in
     seconds, not after the source's patient retry budget.
     """
-    with BrokerClient(config.url, timeout=10.0, retries=2) as client:
+    with BrokerClient(config.url, timeout=10.0, retries=2, token=config.token) as client:
         return client.topics(list(config.topics))
 
 

@@ -19,15 +19,19 @@ option                       default      meaning
 ``requestRetries``           8            retries on transport errors, 429 and 5xx (the SDK's
                                           policy; backoff 0.2 s doubling to 5 s: about 20 s)
 ``failOnDataLoss``           true         fail when wanted offsets are below the log start
+``token``                    none         bearer token of a principal with topic:read (and
+                                          group:read with ``group``), for ``HALFMQ_AUTH=token``
+``sslVerify``                true         ``false`` skips TLS certificate checks, or the path
+                                          of a CA bundle to trust
 ===========================  ===========  =====================================================
 """
 
 from __future__ import annotations
 
 from collections.abc import Mapping
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 
-from spark_ingest.client import MAX_FETCH_MESSAGES
+from spark_ingest.client import MAX_FETCH_MESSAGES, BrokerClient
 from spark_ingest.offsets import OffsetSpec, OptionError, parse_offset_spec, parse_topics
 
 
@@ -46,6 +50,8 @@ class SourceOptions:
     request_timeout_seconds: float = 30.0
     request_retries: int = 8
     fail_on_data_loss: bool = True
+    token: str | None = field(default=None, repr=False)  # a secret: kept out of logs and plans
+    ssl_verify: bool | str = True
 
     @classmethod
     def parse(cls, options: Mapping[str, str]) -> SourceOptions:
@@ -75,6 +81,18 @@ class SourceOptions:
             request_timeout_seconds=float(lowered.get("requesttimeoutseconds", "30")),
             request_retries=int(lowered.get("requestretries", "8")),
             fail_on_data_loss=_boolean(lowered.get("failondataloss", "true"), "failOnDataLoss"),
+            token=(lowered.get("token") or "").strip() or None,
+            ssl_verify=_verify(lowered.get("sslverify")),
+        )
+
+    def client(self) -> BrokerClient:
+        """A client for this source's broker, with its token and TLS settings."""
+        return BrokerClient(
+            self.url,
+            timeout=self.request_timeout_seconds,
+            retries=self.request_retries,
+            token=self.token,
+            verify=self.ssl_verify,
         )
 
 
@@ -88,6 +106,15 @@ def _positive(text: str | None, option: str) -> int | None:
     if value <= 0:
         raise OptionError(f"option {option!r} must be a positive integer, got {text!r}")
     return value
+
+
+def _verify(text: str | None) -> bool | str:
+    """``sslVerify``: true (default), false, or the path of a CA bundle."""
+    if text is None or text.strip().lower() in {"", "true", "1", "yes"}:
+        return True
+    if text.strip().lower() in {"false", "0", "no"}:
+        return False
+    return text.strip()
 
 
 def _boolean(text: str, option: str) -> bool:

@@ -18,7 +18,6 @@ from contextlib import closing
 import pyarrow as pa
 
 from spark_ingest.client import (
-    BrokerClient,
     BrokerRequestFailed,
     FetchedPage,
     HalfmqSourceError,
@@ -93,9 +92,7 @@ def _pages(options: SourceOptions, offset_range: OffsetRange) -> Iterator[Fetche
 
 
 def _fetch_pages(options: SourceOptions, offset_range: OffsetRange) -> Generator[FetchedPage, None, None]:
-    with BrokerClient(
-        options.url, timeout=options.request_timeout_seconds, retries=options.request_retries
-    ) as client:
+    with options.client() as client:
         offset, stalls, page_size = offset_range.start, 0, options.fetch_max_messages
         while offset < offset_range.end:
             try:

@@ -12,6 +12,18 @@ from typing_extensions import TypedDict
 from app.api.encoding import JsonResponse, to_record
 from app.api.log_routes import ERRORS, broker_of, limits_of
 from app.api.models import NO_NUL, GroupName, Identifier, MessageIn, TopicName
+from app.api.rights import (
+    DESCRIBE,
+    PRODUCER_GROUP,
+    TOPIC,
+    WRITE,
+    body,
+    half_message,
+    listing,
+    path,
+    require,
+    rights,
+)
 from half_store.domain.errors import InvalidRequest
 from half_store.domain.half_records import HalfMessage, Listener
 from half_store.domain.half_state import HalfState
@@ -121,6 +133,7 @@ def resolved(half: HalfMessage) -> HalfResolved:
     responses={200: {"model": HalfPrepared, "description": "The one prepared before with this transaction_id"}},
     tags=["half messages"],
 )
+@rights(require(PRODUCER_GROUP, WRITE, body("producer_group")), require(TOPIC, WRITE, body("topic")))
 async def prepare(body: HalfMessageIn, request: Request) -> Response:
     broker = broker_of(request)
     prepared = await broker.halves.prepare(
@@ -137,21 +150,25 @@ async def prepare(body: HalfMessageIn, request: Request) -> Response:
 
 
 @router.post("/half-messages/{message_id}/commit", response_model=HalfResolved, tags=["half messages"])
+@rights(half_message("message_id", WRITE))
 async def commit(message_id: MessageIdPath, request: Request) -> Response:
     return JsonResponse(resolved(await broker_of(request).halves.commit(message_id)))
 
 
 @router.post("/half-messages/{message_id}/rollback", response_model=HalfResolved, tags=["half messages"])
+@rights(half_message("message_id", WRITE))
 async def rollback(message_id: MessageIdPath, request: Request) -> Response:
     return JsonResponse(resolved(await broker_of(request).halves.rollback(message_id)))
 
 
 @router.get("/half-messages/{message_id}", response_model=HalfDescription, tags=["half messages"])
+@rights(half_message("message_id", DESCRIBE))
 async def get_half(message_id: MessageIdPath, request: Request) -> Response:
     return JsonResponse(describe(await broker_of(request).halves.get(message_id)))
 
 
 @router.get("/half-messages", response_model=HalfList, tags=["half messages"])
+@rights(listing("half_messages", {PRODUCER_GROUP: "producer_group", TOPIC: "topic"}))
 async def list_halves(
     request: Request,
     producer_group: Annotated[str | None, Query(max_length=255, pattern=NO_NUL, description="empty: any")] = None,
@@ -165,6 +182,7 @@ async def list_halves(
 
 
 @router.put("/producer-groups/{group}/listeners/{instance_id}", response_model=ListenerRegistered, tags=["back-check"])
+@rights(require(PRODUCER_GROUP, WRITE, path("group")))
 async def register_listener(group: GroupPath, instance_id: GroupPath, body: ListenerIn, request: Request) -> Response:
     listener = Listener(group, instance_id, str(body.callback_url), body.secret, body.ttl_seconds, now_ms())
     await broker_of(request).halves.register_listener(listener)
@@ -173,12 +191,14 @@ async def register_listener(group: GroupPath, instance_id: GroupPath, body: List
 
 
 @router.delete("/producer-groups/{group}/listeners/{instance_id}", status_code=204, tags=["back-check"])
+@rights(require(PRODUCER_GROUP, WRITE, path("group")))
 async def remove_listener(group: GroupPath, instance_id: GroupPath, request: Request) -> Response:
     await broker_of(request).halves.remove_listener(group, instance_id)
     return Response(status_code=204)
 
 
 @router.get("/producer-groups/{group}/checks", response_model=CheckList, tags=["back-check"])
+@rights(require(PRODUCER_GROUP, WRITE, path("group")))
 async def poll_checks(
     group: GroupPath,
     request: Request,

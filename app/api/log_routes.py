@@ -29,6 +29,24 @@ from app.api.models import (
     TopicList,
     TopicSummary,
 )
+from app.api.rights import (
+    ALTER,
+    ANONYMOUS_TRANSACTION,
+    DESCRIBE,
+    GROUP,
+    READ,
+    TOPIC,
+    TRANSACTIONAL_ID,
+    WRITE,
+    body,
+    body_list,
+    listing,
+    path,
+    producer,
+    require,
+    rights,
+    transaction,
+)
 from app.handle import BrokerHandle
 from app.metrics import MESSAGES_IN, MESSAGES_OUT
 from half_store.domain.constants import MAX_INT32, TOPIC_NAME_PATTERN
@@ -36,10 +54,10 @@ from half_store.domain.errors import InvalidRequest, ValidationFailed
 from half_store.domain.records import OffsetCommit, PackedList, ProducerStamp, Record
 
 DEFAULT_FETCH_MESSAGES = 500
-# Every error a /v1 route can answer with (415: a body that is not JSON; 429: too many long polls waiting;
-# 503: the database is unreachable).
+# Every error a /v1 route can answer with (401/403: no token or no right; 415: a body that is not JSON;
+# 429: too many long polls waiting; 503: the database is unreachable).
 ERRORS: dict[int | str, dict[str, Any]] = {
-    code: {"model": ErrorResponse} for code in (400, 403, 404, 409, 413, 415, 416, 422, 429, 500, 503)
+    code: {"model": ErrorResponse} for code in (400, 401, 403, 404, 409, 413, 415, 416, 422, 429, 500, 503)
 }
 router = APIRouter(prefix="/v1", responses=ERRORS)
 
@@ -57,6 +75,7 @@ def limits_of(request: Request) -> MessageLimits:
 
 
 @router.post("/topics", status_code=201, response_model=TopicSummary, tags=["topics"])
+@rights(require(TOPIC, ALTER, body("name")))
 async def create_topic(body: TopicCreate, request: Request) -> Response:
     topic = await broker_of(request).log.create_topic(body.name, body.partitions)
     answer: TopicSummary = {"name": topic.name, "partitions": topic.partitions}
@@ -64,6 +83,7 @@ async def create_topic(body: TopicCreate, request: Request) -> Response:
 
 
 @router.get("/topics", response_model=TopicList, tags=["topics"])
+@rights(listing("topics", {TOPIC: "name"}))
 async def list_topics(request: Request, include_system: bool = False) -> Response:
     found = await broker_of(request).log.list_topics(include_system)
     answer: TopicList = {"topics": [{"name": t.name, "partitions": t.partitions} for t in found]}
@@ -71,6 +91,7 @@ async def list_topics(request: Request, include_system: bool = False) -> Respons
 
 
 @router.get("/topics/{topic}", response_model=TopicDescription, tags=["topics"])
+@rights(require(TOPIC, DESCRIBE, path("topic")))
 async def describe_topic(topic: TopicPath, request: Request) -> Response:
     found, states = await broker_of(request).log.describe(topic)
     partitions: list[PartitionDescription] = [
@@ -87,6 +108,7 @@ async def describe_topic(topic: TopicPath, request: Request) -> Response:
 
 
 @router.post("/topics/{topic}/messages", response_model=ProduceResponse, tags=["produce"])
+@rights(require(TOPIC, WRITE, path("topic")))
 async def produce(topic: TopicPath, body: ProduceRequest, request: Request) -> Response:
     broker = broker_of(request)
     check_batch_size(broker, len(body.messages))
@@ -100,6 +122,11 @@ async def produce(topic: TopicPath, body: ProduceRequest, request: Request) -> R
 
 @router.post(
     "/topics/{topic}/partitions/{partition}/messages", response_model=PartitionProduceResponse, tags=["produce"]
+)
+@rights(
+    require(TOPIC, WRITE, path("topic")),
+    transaction(body("txn_id", optional=True), WRITE),
+    producer("producer_id", WRITE, when="transactional", anonymous=ANONYMOUS_TRANSACTION),
 )
 async def produce_to_partition(
     topic: TopicPath, partition: PartitionPath, body: PartitionProduceRequest, request: Request
@@ -138,6 +165,7 @@ async def produce_to_partition(
 
 
 @router.get("/topics/{topic}/partitions/{partition}/messages", response_model=FetchResponse, tags=["fetch"])
+@rights(require(TOPIC, READ, path("topic")))
 async def fetch(
     topic: TopicPath,
     partition: PartitionPath,
@@ -170,6 +198,7 @@ async def fetch(
 
 
 @router.post("/producers", response_model=ProducerIdResponse, tags=["produce"])
+@rights(require(TRANSACTIONAL_ID, WRITE, body("transactional_id", optional=True)))
 async def init_producer_id(request: Request, body: ProducerInit | None = None) -> Response:
     body = body or ProducerInit()
     identity = await broker_of(request).coordinator.init_producer(body.transactional_id, body.transaction_timeout_ms)
@@ -178,6 +207,7 @@ async def init_producer_id(request: Request, body: ProducerInit | None = None) -
 
 
 @router.post("/groups/{group}/offsets", response_model=GroupOffsetsCommitted, tags=["groups"])
+@rights(require(GROUP, READ, path("group")), require(TOPIC, READ, body_list("offsets", "topic")))
 async def commit_group_offsets(group: GroupPath, body: GroupOffsetsCommit, request: Request) -> Response:
     commits = [OffsetCommit(o.topic, o.partition, o.offset, o.metadata) for o in body.offsets]
     await broker_of(request).log.commit_group_offsets(group, commits)
@@ -186,6 +216,7 @@ async def commit_group_offsets(group: GroupPath, body: GroupOffsetsCommit, reque
 
 
 @router.get("/groups/{group}/offsets", response_model=GroupOffsets, tags=["groups"])
+@rights(require(GROUP, READ, path("group")), listing("offsets", {TOPIC: "topic"}, READ))
 async def get_group_offsets(group: GroupPath, request: Request) -> Response:
     found = await broker_of(request).log.group_offsets(group)
     offsets: list[GroupOffsetOut] = [

@@ -9,18 +9,21 @@ from starlette.responses import PlainTextResponse, Response
 from app.api.encoding import JsonResponse
 from app.api.log_routes import broker_of
 from app.api.models import Status
+from app.api.rights import DESCRIBE, PUBLIC, cluster, rights
 from app.metrics import front_metrics
 
 router = APIRouter(tags=["operations"])
 
 
 @router.get("/healthz", response_model=Status)
+@rights(PUBLIC)
 async def healthz() -> Response:
     answer: Status = {"status": "ok"}
     return JsonResponse(answer)
 
 
 @router.get("/readyz", response_model=Status, responses={503: {"model": Status, "description": "No database"}})
+@rights(PUBLIC)
 async def readyz(request: Request) -> Response:
     if not await broker_of(request).ready():
         unavailable: Status = {"status": "unavailable"}
@@ -30,5 +33,6 @@ async def readyz(request: Request) -> Response:
 
 
 @router.get("/metrics", response_class=PlainTextResponse, responses={200: {"description": "Prometheus text format"}})
+@rights(cluster(DESCRIBE))
 async def metrics(request: Request) -> Response:
     return Response(front_metrics() + await broker_of(request).metrics(), media_type=CONTENT_TYPE_LATEST)

@@ -20,6 +20,21 @@ from app.api.models import (
     Strict,
     TimeoutMs,
 )
+from app.api.rights import (
+    ANONYMOUS_TRANSACTION,
+    DESCRIBE,
+    GROUP,
+    READ,
+    TOPIC,
+    WRITE,
+    body,
+    body_list,
+    path,
+    producer,
+    require,
+    rights,
+    transaction,
+)
 from half_store.domain.records import OffsetCommit
 from half_store.domain.txn_state import TxnState
 
@@ -67,6 +82,7 @@ class TransactionEnded(TypedDict):
 
 
 @router.post("", status_code=201, response_model=TransactionCreated)
+@rights(producer("producer_id", WRITE, anonymous=ANONYMOUS_TRANSACTION))
 async def begin_transaction(request: Request, body: TransactionBegin | None = None) -> Response:
     body = body or TransactionBegin()
     txn = await broker_of(request).coordinator.begin(body.producer_id, body.producer_epoch, body.timeout_ms)
@@ -75,6 +91,7 @@ async def begin_transaction(request: Request, body: TransactionBegin | None = No
 
 
 @router.get("/{txn_id}", response_model=TransactionDescription)
+@rights(transaction(path("txn_id"), DESCRIBE))
 async def describe_transaction(txn_id: TxnPath, request: Request) -> Response:
     view = await broker_of(request).coordinator.describe(txn_id)
     txn = view.row
@@ -90,6 +107,11 @@ async def describe_transaction(txn_id: TxnPath, request: Request) -> Response:
 
 
 @router.post("/{txn_id}/offsets", response_model=TransactionOffsetsAdded)
+@rights(
+    transaction(path("txn_id"), WRITE),
+    require(GROUP, READ, body("group")),
+    require(TOPIC, READ, body_list("offsets", "topic")),
+)
 async def add_offsets(txn_id: TxnPath, body: TransactionOffsets, request: Request) -> Response:
     commits = [OffsetCommit(o.topic, o.partition, o.offset, o.metadata) for o in body.offsets]
     await broker_of(request).coordinator.add_offsets(txn_id, body.group, commits)
@@ -98,6 +120,7 @@ async def add_offsets(txn_id: TxnPath, body: TransactionOffsets, request: Reques
 
 
 @router.post("/{txn_id}/commit", response_model=TransactionEnded)
+@rights(transaction(path("txn_id"), WRITE))
 async def commit_transaction(txn_id: TxnPath, request: Request) -> Response:
     state = await broker_of(request).coordinator.end(txn_id, commit=True)
     answer: TransactionEnded = {"txn_id": txn_id, "state": state}
@@ -105,6 +128,7 @@ async def commit_transaction(txn_id: TxnPath, request: Request) -> Response:
 
 
 @router.post("/{txn_id}/abort", response_model=TransactionEnded)
+@rights(transaction(path("txn_id"), WRITE))
 async def abort_transaction(txn_id: TxnPath, request: Request) -> Response:
     state = await broker_of(request).coordinator.end(txn_id, commit=False)
     answer: TransactionEnded = {"txn_id": txn_id, "state": state}

@@ -10,6 +10,7 @@ can test; it never prints a traceback.
 from __future__ import annotations
 
 import json
+import os
 import sys
 from collections.abc import Callable, Iterator, Mapping
 from contextlib import contextmanager
@@ -83,10 +84,15 @@ class Remote:
             out.print(render(answer))
 
 
+def tls_verify() -> bool | str:
+    """A broker with a certificate of its own CA: ``HALFMQ_CA_FILE`` names the CA bundle to trust."""
+    return os.environ.get("HALFMQ_CA_FILE") or True
+
+
 @contextmanager
 def remote(url: str, token: str | None, as_json: bool, *, retry: RetryPolicy | None = None) -> Iterator[Remote]:
     """A :class:`Remote` for one verb; the broker's refusals become a message and an exit code."""
-    transport = Transport(url, token=token, retry=retry or RetryPolicy(max_attempts=3))
+    transport = Transport(url, token=token, retry=retry or RetryPolicy(max_attempts=3), verify=tls_verify())
     try:
         yield Remote(transport, as_json)
     except HalfmqError as error:

@@ -30,6 +30,12 @@ def serve(
     access_log: Annotated[
         bool, typer.Option("--access-log", help="Log one JSON line per request on stdout [env HALFMQ_ACCESS_LOG]")
     ] = False,
+    ssl_certfile: Annotated[
+        str | None, typer.Option(help="TLS certificate (PEM) [env HALFMQ_SSL_CERTFILE]", show_default=False)
+    ] = None,
+    ssl_keyfile: Annotated[
+        str | None, typer.Option(help="TLS private key (PEM) [env HALFMQ_SSL_KEYFILE]", show_default=False)
+    ] = None,
 ) -> None:
     """Run the broker (applies pending migrations first)."""
     import uvicorn
@@ -38,8 +44,18 @@ def serve(
 
     access_log_flag = True if access_log else None  # without the flag, the environment decides
     settings = settings_with(
-        host=host, port=port, database_url=database_url, log_level=log_level, access_log=access_log_flag
+        host=host,
+        port=port,
+        database_url=database_url,
+        log_level=log_level,
+        access_log=access_log_flag,
+        ssl_certfile=ssl_certfile,
+        ssl_keyfile=ssl_keyfile,
     )
+    problem = settings.startup_problem()
+    if problem is not None:
+        console.print(f"[red]error:[/red] {problem}")
+        raise typer.Exit(2)
     options: dict[str, Any] = {
         "host": settings.host,
         "port": settings.port,
@@ -48,19 +64,16 @@ def serve(
         "http": "auto",
         "access_log": False,
         "timeout_graceful_shutdown": 10,
+        "ssl_certfile": settings.ssl_certfile,
+        "ssl_keyfile": settings.ssl_keyfile,
     }
     if workers == 1:
         uvicorn.run(create_app(settings), **options)
         return
     # Worker processes build their own app from the environment, so hand the flags over that way.
-    flags = (
-        ("HOST", host),
-        ("PORT", port),
-        ("DATABASE_URL", database_url),
-        ("LOG_LEVEL", log_level),
-        ("ACCESS_LOG", access_log_flag),
-    )
-    for name, value in flags:
+    flags = {"HOST": host, "PORT": port, "DATABASE_URL": database_url, "LOG_LEVEL": log_level}
+    flags.update(ACCESS_LOG=access_log_flag, SSL_CERTFILE=ssl_certfile, SSL_KEYFILE=ssl_keyfile)
+    for name, value in flags.items():
         if value is not None:
             os.environ[f"HALFMQ_{name}"] = str(value)
     if settings.migrate_on_start:

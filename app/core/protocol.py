@@ -44,6 +44,21 @@ EXPOSED: dict[str, frozenset[str]] = {
         {"prepare", "commit", "rollback", "get", "list_messages", "register_listener", "remove_listener"}
     ),
     "polling": frozenset({"poll"}),
+    "access": frozenset(
+        {
+            "snapshot_if_changed",
+            "create_principal",
+            "list_principals",
+            "create_token",
+            "list_tokens",
+            "revoke_token",
+            "create_acl",
+            "list_acls",
+            "delete_acl",
+            "transactional_id_of_producer",
+            "transactional_id_of_transaction",
+        }
+    ),
     "broker": frozenset({"ready", "metrics"}),
 }
 

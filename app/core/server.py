@@ -47,6 +47,7 @@ class CoreServer:
             "coordinator": broker.coordinator,
             "halves": broker.halves,
             "polling": broker.polling,
+            "access": broker.access,
             "broker": broker,
         }
         self._reader = reader

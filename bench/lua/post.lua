@@ -1,5 +1,5 @@
 -- POST the same JSON body on every request (a static request: built once, no per-request Lua).
--- args: path, body-file
+-- args: path, body-file [, Authorization header value]
 package.path = package.path .. ";" .. debug.getinfo(1, "S").source:sub(2):match("(.*/)") .. "?.lua"
 require "common"
 
@@ -9,5 +9,8 @@ function init(args)
   wrk.path = args[1]
   wrk.body = file:read("*a")
   wrk.headers["Content-Type"] = "application/json"
+  if args[3] then
+    wrk.headers["Authorization"] = args[3]
+  end
   file:close()
 end

@@ -137,3 +137,40 @@ class InvalidTransactionTimeout(BrokerError):
 def bad_unicode() -> ValidationFailed:
     """A string that cannot be encoded: lone surrogates, which JSON allows and storage does not."""
     return ValidationFailed("strings must be valid Unicode (no lone surrogates)")
+
+
+# -- authentication and authorization ---------------------------------------------------
+
+
+class Unauthenticated(BrokerError):
+    """No token, or one the broker does not know (never issued, revoked, malformed)."""
+
+    status, code = 401, "UNAUTHENTICATED"
+
+
+class Forbidden(BrokerError):
+    """A known token without the right the request needs; nothing was read or changed."""
+
+    status, code = 403, "FORBIDDEN"
+
+
+class PrincipalExists(BrokerError):
+    status, code = 409, "PRINCIPAL_EXISTS"
+
+
+class PrincipalNotFound(BrokerError):
+    status, code = 404, "PRINCIPAL_NOT_FOUND"
+
+
+class TokenNotFound(BrokerError):
+    status, code = 404, "TOKEN_NOT_FOUND"
+
+
+class AclNotFound(BrokerError):
+    status, code = 404, "ACL_NOT_FOUND"
+
+
+class CallbackNotAllowed(BrokerError):
+    """A callback URL whose scheme or resolved addresses are outside the allowed networks (SSRF)."""
+
+    status, code = 422, "CALLBACK_NOT_ALLOWED"

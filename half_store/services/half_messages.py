@@ -52,6 +52,7 @@ from half_store.domain.records import (
     pickled_as_arguments,
 )
 from half_store.metrics import HALF_MESSAGES
+from half_store.services.callback_guard import CallbackGuard
 from half_store.services.log_service import LogService
 from half_store.storage import half_message_store as store
 from half_store.storage import log_store
@@ -110,8 +111,12 @@ def answer_repeat(half: HalfMessage, requested: HalfState) -> HalfMessage:
 
 
 class HalfMessageService:
-    def __init__(self, log: LogService, transaction_timeout_seconds: float) -> None:
+    def __init__(
+        self, log: LogService, transaction_timeout_seconds: float, callback_guard: CallbackGuard | None = None
+    ) -> None:
         self.log = log
+        # Where listeners' callbacks may point (None: anywhere; only tests that build the service by hand).
+        self.callback_guard = callback_guard
         self.store = log.store
         self.transaction_timeout_ms = int(transaction_timeout_seconds * 1000)
         self._prepare_kind: MergeKind[_PrepareRequest, Prepared] = MergeKind("half-prepare", self._prepare_many)
@@ -222,6 +227,8 @@ class HalfMessageService:
     # -- listeners ------------------------------------------------------------------------------
 
     async def register_listener(self, listener: Listener) -> None:
+        if listener.callback_url is not None and self.callback_guard is not None:
+            await self.callback_guard.check_url(listener.callback_url)  # 422 CALLBACK_NOT_ALLOWED
         await self.store.write(lambda conn: store.put_listener(conn, listener))
 
     async def remove_listener(self, producer_group: str, instance_id: str) -> None:

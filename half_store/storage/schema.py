@@ -229,3 +229,48 @@ leases = Table(
     Column("holder", String(128), nullable=False),
     Column("expires_at", BigInteger, nullable=False),
 )
+
+# -- authentication and authorization (docs/security.md) --------------------------------
+
+principals = Table(
+    "principals",
+    metadata,
+    Column("name", String(128), primary_key=True),
+    Column("created_at", BigInteger, nullable=False),
+)
+
+# A token is stored only as the SHA-256 of its secret; token_id is public (it names the token).
+auth_tokens = Table(
+    "auth_tokens",
+    metadata,
+    Column("token_id", String(16), primary_key=True),
+    Column("principal", String(128), ForeignKey("principals.name"), nullable=False),
+    Column("secret_hash", LargeBinary, nullable=False),
+    Column("created_at", BigInteger, nullable=False),
+)
+Index("ix_auth_tokens_principal", auth_tokens.c.principal)
+
+acls = Table(
+    "acls",
+    metadata,
+    Column("acl_id", String(32), primary_key=True),
+    Column("principal", String(128), nullable=False),  # a principal's name, or * for every one
+    Column("resource_type", String(32), nullable=False),
+    Column("pattern", String(255), nullable=False),
+    Column("pattern_type", String(16), nullable=False),
+    Column("operations", String(64), nullable=False),  # sorted, comma-separated
+    Column("permission", String(8), nullable=False),
+    Column("created_at", BigInteger, nullable=False),
+    UniqueConstraint(
+        "principal", "resource_type", "pattern", "pattern_type", "operations", "permission", name="uq_acls_rule"
+    ),
+)
+
+# One row: bumped by every change of principals, tokens or ACLs, in the same transaction,
+# so every broker process learns of a change by reading one number.
+auth_version = Table(
+    "auth_version",
+    metadata,
+    Column("id", Integer, primary_key=True, autoincrement=False),
+    Column("version", BigInteger, nullable=False),
+)

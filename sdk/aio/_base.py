@@ -12,9 +12,20 @@ from sdk._http import AsyncTransport, RetryPolicy
 class AsyncBase:
     """Transport ownership, topic metadata cache and ``async with``."""
 
-    def __init__(self, url: str, timeout: float, retry: RetryPolicy | None, max_connections: int) -> None:
+    def __init__(
+        self,
+        url: str,
+        timeout: float,
+        retry: RetryPolicy | None,
+        max_connections: int,
+        *,
+        token: str | None = None,
+        verify: bool | str = True,
+    ) -> None:
         self.url = url.rstrip("/")
-        self._transport = AsyncTransport(self.url, timeout=timeout, retry=retry, max_connections=max_connections)
+        self._transport = AsyncTransport(
+            self.url, timeout=timeout, retry=retry, max_connections=max_connections, token=token, verify=verify
+        )
         self._partition_counts: dict[str, int] = {}
 
     async def partitions_for(self, topic: str) -> int:

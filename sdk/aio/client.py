@@ -25,9 +25,9 @@ class AsyncClient(AsyncBase):
 
     def __init__(
         self, url: str, *, timeout: float = DEFAULT_TIMEOUT, retry: RetryPolicy | None = None,
-        max_connections: int = DEFAULT_MAX_CONNECTIONS,
+        max_connections: int = DEFAULT_MAX_CONNECTIONS, token: str | None = None, verify: bool | str = True,
     ) -> None:
-        super().__init__(url, timeout, retry, max_connections)
+        super().__init__(url, timeout, retry, max_connections, token=token, verify=verify)
 
     async def create_topic(self, name: str, partitions: int = 1, *, exist_ok: bool = False) -> None:
         """Create ``name``; ``exist_ok`` ignores TOPIC_EXISTS."""

@@ -32,9 +32,9 @@ class AsyncConsumer(AsyncBase):
         partitions: Iterable[TopicPartition] | None = None, auto_offset_reset: str = "earliest",
         max_poll_messages: int = 500, long_poll_slice: float = DEFAULT_LONG_POLL_SLICE,
         timeout: float = DEFAULT_TIMEOUT, retry: RetryPolicy | None = None,
-        max_connections: int = DEFAULT_MAX_CONNECTIONS,
+        max_connections: int = DEFAULT_MAX_CONNECTIONS, token: str | None = None, verify: bool | str = True,
     ) -> None:
-        super().__init__(url, timeout, retry, max_connections)
+        super().__init__(url, timeout, retry, max_connections, token=token, verify=verify)
         self._core = ConsumerCore(
             group, topics, partitions=partitions, isolation_level=isolation_level, auto_offset_reset=auto_offset_reset
         )

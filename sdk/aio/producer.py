@@ -23,9 +23,9 @@ class AsyncProducer(AsyncBase):
 
     def __init__(
         self, url: str, *, timeout: float = DEFAULT_TIMEOUT, retry: RetryPolicy | None = None,
-        max_connections: int = DEFAULT_MAX_CONNECTIONS,
+        max_connections: int = DEFAULT_MAX_CONNECTIONS, token: str | None = None, verify: bool | str = True,
     ) -> None:
-        super().__init__(url, timeout, retry, max_connections)
+        super().__init__(url, timeout, retry, max_connections, token=token, verify=verify)
         self._router = PartitionRouter()
         self._session: SequenceSession | None = None
         self._session_lock = asyncio.Lock()

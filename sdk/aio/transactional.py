@@ -27,9 +27,9 @@ class AsyncTransactionalProducer(AsyncBase):
     def __init__(
         self, url: str, transactional_id: str, *, transaction_timeout_ms: int = DEFAULT_TRANSACTION_TIMEOUT_MS,
         timeout: float = DEFAULT_TIMEOUT, retry: RetryPolicy | None = None,
-        max_connections: int = DEFAULT_MAX_CONNECTIONS,
+        max_connections: int = DEFAULT_MAX_CONNECTIONS, token: str | None = None, verify: bool | str = True,
     ) -> None:
-        super().__init__(url, timeout, retry, max_connections)
+        super().__init__(url, timeout, retry, max_connections, token=token, verify=verify)
         self.transactional_id = transactional_id
         self.transaction_timeout_ms = transaction_timeout_ms
         self._manager = TransactionManager(transactional_id)

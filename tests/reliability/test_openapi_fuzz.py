@@ -60,7 +60,9 @@ def fuzzed_broker(request: pytest.FixtureRequest, tmp_path: Path) -> Iterator[Br
         process.stop()
 
 
-def fuzz_operation(operation: schemathesis.APIOperation, mode: GenerationMode, session: requests.Session, base_url: str) -> None:
+def fuzz_operation(
+    operation: schemathesis.APIOperation, mode: GenerationMode, session: requests.Session, base_url: str
+) -> None:
     @given(case=operation.as_strategy(generation_mode=mode))
     @settings(
         max_examples=EXAMPLES,
@@ -77,10 +79,68 @@ def fuzz_operation(operation: schemathesis.APIOperation, mode: GenerationMode, s
 
 
 def test_no_server_errors(fuzzed_broker: BrokerProcess) -> None:
+    fuzz_everything(fuzzed_broker, token=None)
+
+
+FUZZ_ADMIN = "fuzz-admin-token"
+
+
+@pytest.fixture()
+def fuzzed_secured_broker(request: pytest.FixtureRequest, tmp_path: Path) -> Iterator[tuple[BrokerProcess, str]]:
+    """A broker with HALFMQ_AUTH=token, and the token of a principal with some rights (not the admin's,
+    which would skip every rights rule)."""
+    if postgres_admin_url() is not None:
+        database_url = request.getfixturevalue("postgres_databases").new()
+    else:
+        database_url = f"sqlite:///{tmp_path}/secured.db"
+    process = BrokerProcess(
+        database_url,
+        log_path=tmp_path / "secured.log",
+        max_fetch_wait_ms=200,
+        check_interval_seconds=0.5,
+        auth="token",
+        admin_token=FUZZ_ADMIN,
+    )
+    process.start()
+    with httpx.Client(base_url=process.url, headers={"Authorization": f"Bearer {FUZZ_ADMIN}"}) as admin:
+        admin.post("/v1/topics", json={"name": "fuzz", "partitions": 2})
+        admin.post("/v1/topics/fuzz/messages", json={"messages": [{"key": "k", "value": {"a": 1}}]})
+        admin.post("/v1/principals", json={"name": "fuzzer"})
+        token = admin.post("/v1/principals/fuzzer/tokens").json()["token"]
+        for resource_type, pattern in (
+            ("topic", "fuzz"),
+            ("group", "*"),
+            ("producer_group", "*"),
+            ("transactional_id", "f"),
+        ):
+            acl = {
+                "principal": "fuzzer",
+                "resource_type": resource_type,
+                "pattern": pattern,
+                "pattern_type": "prefixed" if pattern == "f" else "literal",
+                "operations": ["read", "write", "describe"],
+            }
+            admin.post("/v1/acls", json=acl)
+    try:
+        yield process, token
+    finally:
+        process.stop()
+
+
+def test_no_server_errors_with_a_token(fuzzed_secured_broker: tuple[BrokerProcess, str]) -> None:
+    """The rights rules read paths and bodies before validation: no input may make them fail with a 5xx."""
+    process, token = fuzzed_secured_broker
+    fuzz_everything(process, token=token)
+
+
+def fuzz_everything(broker: BrokerProcess, token: str | None) -> None:
+    fuzzed_broker = broker
     schema = schemathesis.openapi.from_url(f"{fuzzed_broker.url}/openapi.json")
     failures: list[str] = []
     fuzzed = 0
     with requests.Session() as session:
+        if token is not None:
+            session.headers["Authorization"] = f"Bearer {token}"
         for result in schema.get_all_operations():
             operation = result.ok()
             for mode in (GenerationMode.POSITIVE, GenerationMode.NEGATIVE):

@@ -8,6 +8,7 @@ from __future__ import annotations
 import os
 import signal
 import socket
+import ssl
 import subprocess
 import sys
 import tempfile
@@ -50,8 +51,18 @@ class BrokerProcess:
         self._process: subprocess.Popen[bytes] | None = None
 
     @property
+    def tls_ca(self) -> str | None:
+        """The certificate to trust when the broker serves TLS (tests use self-signed ones)."""
+        found = self.settings.get("ssl_certfile")
+        return None if found is None else str(found)
+
+    @property
+    def verify(self) -> bool | ssl.SSLContext:
+        return True if self.tls_ca is None else ssl.create_default_context(cafile=self.tls_ca)
+
+    @property
     def url(self) -> str:
-        return f"http://127.0.0.1:{self.port}"
+        return f"{'https' if self.tls_ca else 'http'}://127.0.0.1:{self.port}"
 
     @property
     def pid(self) -> int:
@@ -108,7 +119,7 @@ class BrokerProcess:
             if self._process.poll() is not None:
                 raise RuntimeError(f"broker exited with {self._process.returncode}: {self.log_tail()}")
             try:
-                if httpx.get(f"{self.url}/readyz", timeout=1.0).status_code == 200:
+                if httpx.get(f"{self.url}/readyz", timeout=1.0, verify=self.verify).status_code == 200:
                     return
             except httpx.TransportError:
                 pass

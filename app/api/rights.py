@@ -1,0 +1,320 @@
+"""What each route needs: declared next to the route, enforced by one dependency (``app/api/authorize.py``).
+
+A route declares its rights with :func:`rights` under its route decorator::
+
+    @router.post("/topics/{topic}/messages")
+    @rights(require(TOPIC, WRITE, path("topic")))
+    async def produce(...): ...
+
+A rule names a resource type, an operation, and where the resource's name comes from:
+a path parameter (:func:`path`), a body field (:func:`body`), every item of a list in
+the body (:func:`body_list`) or a fixed name (:data:`CLUSTER_RESOURCE`). Rules whose
+resource is not in the request look it up (:func:`half_message`, :func:`transaction`,
+:func:`producer`). :func:`listing` lets any authenticated caller in and filters the
+answer's items to what the caller may describe. :data:`PUBLIC` needs no token at all.
+
+A route without a declaration is refused to everyone while authentication is on
+(and the table-driven test over every route fails), so a forgotten rule never opens a route.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable, Iterable, Mapping
+from dataclasses import dataclass, field
+from typing import Any, Protocol, TypeVar
+
+from half_store.domain.access import CLUSTER_NAME, Need, Operation, ResourceType
+from half_store.domain.errors import ValidationFailed
+
+TOPIC = ResourceType.TOPIC
+GROUP = ResourceType.GROUP
+PRODUCER_GROUP = ResourceType.PRODUCER_GROUP
+TRANSACTIONAL_ID = ResourceType.TRANSACTIONAL_ID
+CLUSTER = ResourceType.CLUSTER
+READ = Operation.READ
+WRITE = Operation.WRITE
+DESCRIBE = Operation.DESCRIBE
+ALTER = Operation.ALTER
+
+RIGHTS_ATTRIBUTE = "__halfmq_rights__"
+F = TypeVar("F", bound=Callable[..., Any])
+
+
+class RequestFacts(Protocol):
+    """What a rule may read of the request (built by the authorizing dependency)."""
+
+    def path_param(self, name: str) -> str | None: ...
+
+    async def body(self) -> Mapping[str, Any]: ...
+
+    async def half_message_owner(self, message_id: str) -> tuple[str, str]:
+        """(producer group, real topic) of a half message; raises 404 if there is none."""
+        ...
+
+    async def transactional_id_of_transaction(self, txn_id: str) -> str | None:
+        """The transactional id of the transaction's producer (None: an anonymous one); 404 if none."""
+        ...
+
+    async def transactional_id_of_producer(self, producer_id: int) -> tuple[bool, str | None]:
+        """(whether the producer exists, its transactional id if it has one)."""
+        ...
+
+
+# -- where a resource name comes from --------------------------------------------------------------
+
+
+class NameSource(Protocol):
+    async def names(self, facts: RequestFacts) -> list[str]: ...
+
+
+@dataclass(frozen=True)
+class _Path:
+    param: str
+
+    async def names(self, facts: RequestFacts) -> list[str]:
+        value = facts.path_param(self.param)
+        if value is None:
+            raise LookupError(f"the route has no path parameter {self.param!r}")
+        return [value]
+
+
+@dataclass(frozen=True)
+class _Body:
+    name: str
+    optional: bool
+
+    async def names(self, facts: RequestFacts) -> list[str]:
+        value = (await facts.body()).get(self.name)
+        if value is None and self.optional:
+            return []
+        if not isinstance(value, str):
+            raise ValidationFailed(f"{self.name}: a string is required")
+        return [value]
+
+
+@dataclass(frozen=True)
+class _BodyList:
+    name: str
+    item_field: str
+
+    async def names(self, facts: RequestFacts) -> list[str]:
+        items = (await facts.body()).get(self.name)
+        if not isinstance(items, list):
+            raise ValidationFailed(f"{self.name}: a list is required")
+        found: dict[str, None] = {}
+        for item in items:
+            value = item.get(self.item_field) if isinstance(item, dict) else None
+            if not isinstance(value, str):
+                raise ValidationFailed(f"{self.name}.{self.item_field}: a string is required")
+            found[value] = None
+        return list(found)
+
+
+@dataclass(frozen=True)
+class _Fixed:
+    name: str
+
+    async def names(self, facts: RequestFacts) -> list[str]:
+        return [self.name]
+
+
+def path(param: str) -> NameSource:
+    """The resource's name is the path parameter ``param``."""
+    return _Path(param)
+
+
+def body(name: str, *, optional: bool = False) -> NameSource:
+    """The resource's name is the body's field ``name`` (absent or null: no right needed if ``optional``)."""
+    return _Body(name, optional)
+
+
+def body_list(name: str, item_field: str) -> NameSource:
+    """Every distinct ``item_field`` of the body's list ``name`` (``offsets[].topic``) is a resource."""
+    return _BodyList(name, item_field)
+
+
+CLUSTER_RESOURCE: NameSource = _Fixed(CLUSTER_NAME)
+
+
+# -- rules ---------------------------------------------------------------------------------------------
+
+
+class Rule(Protocol):
+    async def needs(self, facts: RequestFacts) -> Iterable[Need]: ...
+
+
+@dataclass(frozen=True)
+class Require:
+    resource_type: ResourceType
+    operation: Operation
+    source: NameSource
+
+    async def needs(self, facts: RequestFacts) -> Iterable[Need]:
+        return [Need(self.resource_type, name, self.operation) for name in await self.source.names(facts)]
+
+
+def require(resource_type: ResourceType, operation: Operation, source: NameSource) -> Rule:
+    """``operation`` on each resource of ``resource_type`` that ``source`` names."""
+    return Require(resource_type, operation, source)
+
+
+def cluster(operation: Operation) -> Rule:
+    """``operation`` on the cluster (administration: principals, tokens, ACLs, metrics)."""
+    return Require(CLUSTER, operation, CLUSTER_RESOURCE)
+
+
+@dataclass(frozen=True)
+class _HalfMessage:
+    param: str
+    operation: Operation
+
+    async def needs(self, facts: RequestFacts) -> Iterable[Need]:
+        message_id = facts.path_param(self.param)
+        if message_id is None:
+            raise LookupError(f"the route has no path parameter {self.param!r}")
+        group, topic = await facts.half_message_owner(message_id)
+        return [Need(PRODUCER_GROUP, group, self.operation), Need(TOPIC, topic, self.operation)]
+
+
+def half_message(param: str, operation: Operation) -> Rule:
+    """``operation`` on the producer group and on the real topic of the half message ``param`` names."""
+    return _HalfMessage(param, operation)
+
+
+async def _transaction_needs(facts: RequestFacts, txn_id: str, operation: Operation) -> list[Need]:
+    transactional_id = await facts.transactional_id_of_transaction(txn_id)
+    if transactional_id is None:
+        # Anonymous (Pulsar-style) transactions belong to no transactional id: cluster-level right.
+        return [Need(CLUSTER, CLUSTER_NAME, operation)]
+    return [Need(TRANSACTIONAL_ID, transactional_id, operation)]
+
+
+@dataclass(frozen=True)
+class _Transaction:
+    source: NameSource
+    operation: Operation
+
+    async def needs(self, facts: RequestFacts) -> Iterable[Need]:
+        found: list[Need] = []
+        for txn_id in await self.source.names(facts):
+            found.extend(await _transaction_needs(facts, txn_id, self.operation))
+        return found
+
+
+def transaction(source: NameSource, operation: Operation) -> Rule:
+    """``operation`` on the transactional id of the transaction ``source`` names (cluster for anonymous ones)."""
+    return _Transaction(source, operation)
+
+
+@dataclass(frozen=True)
+class _Producer:
+    """A request that acts for a producer id: its transactional id's right, if it has one.
+
+    ``transactional_flag``: only when that body flag is true (produce joins the producer's
+    transaction); ``anonymous``: what a producer without a transactional id needs (None: nothing).
+    """
+
+    id_field: str
+    operation: Operation
+    transactional_flag: str | None = None
+    anonymous: Need | None = None
+
+    async def needs(self, facts: RequestFacts) -> Iterable[Need]:
+        content = await facts.body()
+        if self.transactional_flag is not None and content.get(self.transactional_flag) is not True:
+            return []
+        producer_id = content.get(self.id_field)
+        if producer_id is None:
+            return [] if self.anonymous is None else [self.anonymous]
+        if not isinstance(producer_id, int) or isinstance(producer_id, bool):
+            raise ValidationFailed(f"{self.id_field}: an integer is required")
+        _known, transactional_id = await facts.transactional_id_of_producer(producer_id)
+        if transactional_id is None:  # unknown producers are refused by the service after this
+            return [] if self.anonymous is None else [self.anonymous]
+        return [Need(TRANSACTIONAL_ID, transactional_id, self.operation)]
+
+
+def producer(
+    id_field: str, operation: Operation, *, when: str | None = None, anonymous: Need | None = None
+) -> Rule:
+    """``operation`` on the transactional id of the producer whose id is the body's ``id_field``."""
+    return _Producer(id_field, operation, when, anonymous)
+
+
+ANONYMOUS_TRANSACTION = Need(CLUSTER, CLUSTER_NAME, WRITE)
+
+
+@dataclass(frozen=True)
+class Listing:
+    """Any authenticated caller; the answer's ``items`` keep only what the caller may see.
+
+    ``names`` maps a resource type to the item field holding its name; an item stays if
+    the caller has ``operation`` on every one of them.
+    """
+
+    items: str
+    names: Mapping[ResourceType, str]
+    operation: Operation = DESCRIBE
+
+    async def needs(self, facts: RequestFacts) -> Iterable[Need]:
+        return ()
+
+
+def listing(items: str, names: Mapping[ResourceType, str], operation: Operation = DESCRIBE) -> Rule:
+    """Filter the answer's list ``items`` to the entries the caller may ``operation`` (describe)."""
+    return Listing(items, dict(names), operation)
+
+
+@dataclass(frozen=True)
+class _Authenticated:
+    async def needs(self, facts: RequestFacts) -> Iterable[Need]:
+        return ()
+
+
+AUTHENTICATED: Rule = _Authenticated()
+"""Any known token, no ACL (InitProducerId without a transactional id)."""
+
+
+# -- the declaration -------------------------------------------------------------------------------------
+
+
+@dataclass(frozen=True)
+class RouteRights:
+    rules: tuple[Rule, ...]
+    public: bool = False
+    listings: tuple[Listing, ...] = field(default=())
+
+
+PUBLIC_RIGHTS = RouteRights((), public=True)
+
+
+class _Public:
+    """Marker: the route needs no token (health and readiness probes)."""
+
+
+PUBLIC = _Public()
+
+
+def rights(*rules: Rule | _Public) -> Callable[[F], F]:
+    """Declare what the decorated route needs; every rule must pass (see the module's docstring)."""
+    if any(isinstance(r, _Public) for r in rules):
+        if len(rules) != 1:
+            raise ValueError("PUBLIC stands alone")
+        declared = PUBLIC_RIGHTS
+    else:
+        plain = tuple(r for r in rules if not isinstance(r, _Public))
+        if not plain:
+            raise ValueError("declare at least one rule (AUTHENTICATED for any known token)")
+        declared = RouteRights(plain, listings=tuple(r for r in plain if isinstance(r, Listing)))
+
+    def declare(endpoint: F) -> F:
+        setattr(endpoint, RIGHTS_ATTRIBUTE, declared)
+        return endpoint
+
+    return declare
+
+
+def rights_of(endpoint: Callable[..., Any] | None) -> RouteRights | None:
+    """The declared rights of a route's endpoint, or None if it declared none."""
+    return getattr(endpoint, RIGHTS_ATTRIBUTE, None)
+
