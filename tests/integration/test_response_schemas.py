@@ -185,6 +185,19 @@ def test_every_route_answers_as_the_document_declares(client: TestClient) -> Non
     assert client.get(f"/v1/half-messages/{committed}").json()["state"] == "COMMITTED"
     assert len(client.get("/v1/half-messages", params={"producer_group": "pg"}).json()["half_messages"]) == 2
 
+    # Access: principals, tokens and ACLs (with auth off, as here, anyone may manage them).
+    assert client.post("/v1/principals", json={"name": "svc"}).status_code == 201
+    assert client.post("/v1/principals", json={"name": "svc"}).status_code == 409
+    assert client.get("/v1/principals").json()["principals"]
+    issued = client.post("/v1/principals/svc/tokens").json()
+    assert client.post("/v1/principals/nobody/tokens").status_code == 404
+    assert client.get("/v1/tokens").json()["tokens"]
+    rule = {"principal": "svc", "resource_type": "topic", "pattern": "orders", "pattern_type": "literal"}
+    acl = client.post("/v1/acls", json={**rule, "operations": ["read"], "permission": "allow"}).json()
+    assert client.get("/v1/acls").json()["acls"]
+    assert client.delete(f"/v1/acls/{acl['acl_id']}").status_code == 204
+    assert client.delete(f"/v1/tokens/{issued['token_id']}").status_code == 204
+
     # Operations.
     for path in ("/healthz", "/readyz", "/metrics"):
         assert client.get(path).status_code == 200
