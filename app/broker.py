@@ -10,6 +10,7 @@ from dataclasses import dataclass
 from checker.jobs import BackgroundJobs
 from half_store.domain.errors import StorageUnavailable
 from half_store.metrics import LONG_POLL_WAITERS, core_metrics
+from half_store.services.admin import AdminService
 from half_store.services.check_polling import CheckPolling
 from half_store.services.coordinator import Coordinator
 from half_store.services.half_messages import HalfMessageService
@@ -31,6 +32,7 @@ class Broker:
     coordinator: Coordinator
     halves: HalfMessageService
     polling: CheckPolling
+    admin: AdminService
 
     @classmethod
     def open(cls, settings: Settings) -> Broker:
@@ -46,6 +48,7 @@ class Broker:
             coordinator=Coordinator(log_service, settings),
             halves=halves,
             polling=CheckPolling(halves, settings, notifier),
+            admin=AdminService(log_service, settings),
         )
 
     async def ready(self) -> bool:

@@ -5,6 +5,7 @@ from __future__ import annotations
 from typing import TYPE_CHECKING, Protocol
 
 if TYPE_CHECKING:
+    from half_store.services.admin import AdminService
     from half_store.services.check_polling import CheckPolling
     from half_store.services.coordinator import Coordinator
     from half_store.services.half_messages import HalfMessageService
@@ -20,6 +21,7 @@ class BrokerHandle(Protocol):
     coordinator: Coordinator
     halves: HalfMessageService
     polling: CheckPolling
+    admin: AdminService
 
     async def ready(self) -> bool: ...
 

@@ -7,7 +7,7 @@ from contextlib import asynccontextmanager
 
 from fastapi import FastAPI
 
-from app.api import half_routes, log_routes, ops_routes, txn_routes
+from app.api import admin_routes, half_routes, log_routes, ops_routes, txn_routes
 from app.api.encoding import MessageLimits
 from app.api.errors import install_error_handlers
 from app.api.middleware import BodyLimitMiddleware, MetricsMiddleware
@@ -45,6 +45,7 @@ def create_app(settings: Settings | None = None) -> FastAPI:
     app.state.limits = MessageLimits.of(settings)
     install_error_handlers(app)
     app.include_router(log_routes.router)
+    app.include_router(admin_routes.router)
     app.include_router(txn_routes.router)
     app.include_router(half_routes.router)
     app.include_router(ops_routes.router)

@@ -11,6 +11,7 @@ from starlette.responses import Response
 from app.api.encoding import JsonResponse, to_record
 from app.api.log_routes import ERRORS, broker_of, limits_of
 from app.api.models import NO_NUL, GroupName, Identifier, MessageIn, TopicName
+from half_store.domain.constants import CHECK_HISTORY_KEPT
 from half_store.domain.errors import InvalidRequest
 from half_store.domain.half_records import HalfMessage, Listener
 from half_store.domain.half_state import HalfState
@@ -51,6 +52,17 @@ class HalfDescription(BaseModel):
     state: str
     check_times: int
     born_timestamp: int
+
+
+class CheckOut(BaseModel):
+    at_ms: int
+    instance_id: str | None = Field(description="The listener asked; null when none was live (answer ERROR)")
+    answer: str | None = Field(description="COMMIT|ROLLBACK|UNKNOWN|ERROR|TIMEOUT; null while awaited")
+    latency_ms: int | None
+
+
+class HalfDetail(HalfDescription):
+    checks: list[CheckOut] = Field(description=f"The last {CHECK_HISTORY_KEPT} back-checks, oldest first")
 
 
 class HalfList(BaseModel):
@@ -121,9 +133,32 @@ async def rollback(message_id: MessageIdPath, request: Request) -> Response:
     return JsonResponse(resolved(await broker_of(request).halves.rollback(message_id)))
 
 
-@router.get("/half-messages/{message_id}", response_model=HalfDescription, tags=["half messages"])
+@router.get("/half-messages/{message_id}", response_model=HalfDetail, tags=["half messages"])
 async def get_half(message_id: MessageIdPath, request: Request) -> Response:
-    return JsonResponse(describe(await broker_of(request).halves.get(message_id)))
+    half, checks = await broker_of(request).halves.describe(message_id)
+    return JsonResponse(
+        {
+            **describe(half),
+            "checks": [
+                {
+                    "at_ms": c.at_ms,
+                    "instance_id": c.instance_id,
+                    "answer": None if c.answer is None else c.answer.value,
+                    "latency_ms": c.latency_ms,
+                }
+                for c in checks
+            ],
+        }
+    )
+
+
+@router.post("/half-messages/{message_id}/recheck", response_model=HalfDescription, tags=["half messages"])
+async def recheck(message_id: MessageIdPath, request: Request) -> Response:
+    """DISCARDED → PREPARED with check_times 0: the checker asks the producer group again.
+
+    409 ALREADY_RESOLVED from any other state.
+    """
+    return JsonResponse(describe(await broker_of(request).halves.recheck(message_id)))
 
 
 @router.get("/half-messages", response_model=HalfList, tags=["half messages"])

@@ -21,7 +21,6 @@ from app.api.models import (
     ProducerIdResponse,
     ProducerInit,
     TopicCreate,
-    TopicDescription,
     TopicList,
     TopicSummary,
 )
@@ -58,25 +57,6 @@ async def create_topic(body: TopicCreate, request: Request) -> Response:
 async def list_topics(request: Request, include_system: bool = False) -> Response:
     found = await broker_of(request).log.list_topics(include_system)
     return JsonResponse({"topics": [{"name": t.name, "partitions": t.partitions} for t in found]})
-
-
-@router.get("/topics/{topic}", response_model=TopicDescription, tags=["topics"])
-async def describe_topic(topic: TopicPath, request: Request) -> Response:
-    found, states = await broker_of(request).log.describe(topic)
-    return JsonResponse(
-        {
-            "name": found.name,
-            "partitions": [
-                {
-                    "partition": s.partition,
-                    "log_start_offset": s.log_start_offset,
-                    "high_watermark": s.high_watermark,
-                    "last_stable_offset": s.last_stable_offset,
-                }
-                for s in states
-            ],
-        }
-    )
 
 
 @router.post("/topics/{topic}/messages", response_model=ProduceResponse, tags=["produce"])
@@ -179,7 +159,15 @@ async def get_group_offsets(group: GroupPath, request: Request) -> Response:
     return JsonResponse(
         {
             "offsets": [
-                {"topic": o.topic, "partition": o.partition, "offset": o.offset, "metadata": o.metadata, "lag": o.lag}
+                {
+                    "topic": o.topic,
+                    "partition": o.partition,
+                    "offset": o.offset,
+                    "metadata": o.metadata,
+                    "lag": o.lag,
+                    "log_start_offset": o.log_start_offset,
+                    "below_log_start": o.below_log_start,
+                }
                 for o in found
             ]
         }

@@ -28,6 +28,7 @@ from half_store.domain.errors import StorageUnavailable
 from half_store.settings import Settings
 
 if TYPE_CHECKING:
+    from half_store.services.admin import AdminService
     from half_store.services.check_polling import CheckPolling
     from half_store.services.coordinator import Coordinator
     from half_store.services.half_messages import HalfMessageService
@@ -165,6 +166,7 @@ class RemoteBroker:
         self.coordinator = cast("Coordinator", _ServiceProxy(link, "coordinator"))
         self.halves = cast("HalfMessageService", _ServiceProxy(link, "halves"))
         self.polling = cast("CheckPolling", _ServiceProxy(link, "polling"))
+        self.admin = cast("AdminService", _ServiceProxy(link, "admin"))
 
     async def ready(self) -> bool:
         try:

@@ -3,11 +3,19 @@
 A pure state machine, unit-tested without a database. In storage a half message
 is PREPARED until exactly one resolution row exists for it; the resolution's
 primary key is what enforces "at most one transition out of PREPARED".
+
+One edge leads back: DISCARDED → PREPARED, an operator's recheck of a message the
+checker gave up on. It deletes the DISCARDED resolution row (a compare-and-set on its
+outcome), so the message can be resolved once more. COMMITTED and ROLLED_BACK stay
+final, so a message is still committed at most once: a DISCARDED message was never
+committed, and nothing leaves COMMITTED.
 """
 
 from __future__ import annotations
 
 from enum import StrEnum
+
+from half_store.domain.errors import AlreadyResolved
 
 
 class HalfState(StrEnum):
@@ -25,12 +33,19 @@ TRANSITIONS: dict[HalfState, frozenset[HalfState]] = {
     HalfState.PREPARED: frozenset({HalfState.COMMITTED, HalfState.ROLLED_BACK, HalfState.DISCARDED}),
     HalfState.COMMITTED: frozenset(),
     HalfState.ROLLED_BACK: frozenset(),
-    HalfState.DISCARDED: frozenset(),
+    # Recheck: the checker gave up, an operator asks for the message to be checked again.
+    HalfState.DISCARDED: frozenset({HalfState.PREPARED}),
 }
 
 
 def is_transition_valid(source: HalfState, target: HalfState) -> bool:
     return target in TRANSITIONS[source]
+
+
+def require_transition(message_id: str, source: HalfState, target: HalfState) -> None:
+    """Raise unless ``source → target`` is an edge of the table (409: the message is not where the move starts)."""
+    if not is_transition_valid(source, target):
+        raise AlreadyResolved(f"half message {message_id} is {source.value}; it cannot become {target.value}")
 
 
 def repeats(current: HalfState, requested: HalfState) -> bool:
