@@ -11,11 +11,10 @@ message is committed at most once however many times it is rechecked.
 
 from __future__ import annotations
 
+import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
 from hypothesis.stateful import RuleBasedStateMachine, invariant, rule
-
-import pytest
 
 from half_store.domain.errors import AlreadyResolved
 from half_store.domain.half_state import (
