@@ -3,7 +3,7 @@
 User topics: every ``retention_interval_seconds`` whole messages are deleted from the
 head of each partition of a topic with a time or size limit (its own, or the broker's
 default), never at or past the last stable offset, and the log start offset moves up
-(a fetch below it gets 416). Each write deletes at most ``BATCH`` messages of one
+(a fetch below it gets 416). Each write deletes at most ``TOPIC_BATCH`` messages of one
 partition, so the group-commit writer is never held long; a round repeats them until
 nothing is left to do. Messages of deleted topics are removed the same way.
 
@@ -37,6 +37,9 @@ from half_store.storage.retention_store import PartitionRetained
 from half_store.storage.store import Store
 
 BATCH = 5000
+# Messages of a user topic deleted by one write: about 15-25 ms of the writer's time on either
+# database (docs/operations.md), so produce requests queued meanwhile wait that long at most.
+TOPIC_BATCH = 1000
 
 
 @dataclass(frozen=True, slots=True)
@@ -78,10 +81,11 @@ class Retention:
         half_topic = self.store.topic_sync(conn, HALF_TOPIC)
         op_topic = self.store.topic_sync(conn, OP_HALF_TOPIC)
         lowest_half, lowest_op = half_index.oldest_retained_offsets(conn)
-        _, half_end = log_store.partition_bounds(conn, half_topic, 0)
-        _, op_end = log_store.partition_bounds(conn, op_topic, 0)
-        removed = log_store.truncate_before(conn, half_topic, 0, half_end if lowest_half is None else lowest_half)
-        removed += log_store.truncate_before(conn, op_topic, 0, op_end if lowest_op is None else lowest_op)
+        half_start, half_end = log_store.partition_bounds(conn, half_topic, 0)
+        op_start, op_end = log_store.partition_bounds(conn, op_topic, 0)
+        half_cut = half_end if lowest_half is None else lowest_half
+        removed = log_store.truncate_before(conn, half_topic, 0, half_cut, half_start)
+        removed += log_store.truncate_before(conn, op_topic, 0, op_end if lowest_op is None else lowest_op, op_start)
         return removed
 
     # -- user topics ---------------------------------------------------------------------------
@@ -127,16 +131,19 @@ class Retention:
 
     async def _retain(self, topic: Topic, partition: int, limits: TopicConfig) -> PartitionRetained:
         def unit(conn: Connection) -> PartitionRetained:
-            return retention_store.retain_partition(conn, topic, partition, limits, now_ms(), BATCH)
+            return retention_store.retain_partition(conn, topic, partition, limits, now_ms(), TOPIC_BATCH)
 
         return await self.store.write(unit, locks=[(topic.topic_id, partition)])
 
     async def _purge_deleted_topics(self) -> int:
         purged = 0
         for topic_id in await self.store.read(topic_store.unpurged_deleted_topics):
+            after = (0, 0)
             while True:
-                purge = functools.partial(topic_store.purge_deleted_messages, topic_id=topic_id, limit=BATCH)
-                removed = await self.store.write(purge)
+                purge = functools.partial(
+                    topic_store.purge_deleted_messages, topic_id=topic_id, limit=TOPIC_BATCH, after=after
+                )
+                removed, after = await self.store.write(purge)
                 if not removed:
                     break  # and it is marked purged
                 purged += removed

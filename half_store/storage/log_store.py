@@ -429,11 +429,19 @@ def aborted_transactions(conn: Connection, topic_id: int, partition: int, start:
 # -- retention --------------------------------------------------------------------------
 
 
-def truncate_before(conn: Connection, topic: Topic, partition: int, offset: int) -> int:
-    """Drop messages below ``offset`` and advance the log start offset; returns rows removed."""
+def truncate_before(conn: Connection, topic: Topic, partition: int, offset: int, log_start: int = 0) -> int:
+    """Drop messages below ``offset`` and advance the log start offset; returns rows removed.
+
+    ``log_start``: where the partition starts now, if known. The delete then scans only
+    [log_start, offset): on PostgreSQL the index still holds the rows deleted by earlier
+    truncations until vacuum, and a scan from offset 0 would step over all of them.
+    """
     removed = conn.execute(
         messages.delete().where(
-            messages.c.topic_id == topic.topic_id, messages.c.partition == partition, messages.c.offset < offset
+            messages.c.topic_id == topic.topic_id,
+            messages.c.partition == partition,
+            messages.c.offset >= log_start,
+            messages.c.offset < offset,
         )
     ).rowcount
     conn.execute(

@@ -16,7 +16,7 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 
-from sqlalchemy import ColumnElement, Connection, case, func, select
+from sqlalchemy import ColumnElement, Connection, func, select
 
 from half_store.domain.admin_records import TopicConfig
 from half_store.domain.records import Topic
@@ -120,23 +120,45 @@ def retain_partition(
 
     # Never at or past the last stable offset, and a bounded step at a time.
     bound = min(lso, log_start + batch)
-    cut = log_start
+    head = _head(conn, topic.topic_id, partition, log_start, bound) if bound > log_start else []
+    keep_from = 0  # index in ``head`` of the first message that stays
     if limits.retention_ms is not None:
         cutoff = now - limits.retention_ms
-        cut = max(cut, _first_unexpired(conn, topic.topic_id, partition, log_start, bound, cutoff))
+        keep_from = next((i for i, (_, timestamp, _) in enumerate(head) if timestamp >= cutoff), len(head))
     if limits.retention_bytes is not None and counted_bytes > limits.retention_bytes:
-        excess = counted_bytes - limits.retention_bytes
-        cut = max(cut, _cut_for_size(conn, topic.topic_id, partition, log_start, bound, excess))
+        keep_from = max(keep_from, _kept_after_removing(head, counted_bytes - limits.retention_bytes))
 
     deleted_messages = deleted_bytes = 0
-    if cut > log_start:
-        deleted_bytes, counted_part = _sizes_below(conn, topic.topic_id, partition, log_start, cut, counted_to)
-        deleted_messages = log_store.truncate_before(conn, topic, partition, cut)
-        counted_bytes -= counted_part
+    cut = head[keep_from][0] if keep_from < len(head) else bound
+    if keep_from:
+        gone = head[:keep_from]
+        deleted_bytes = sum(size for _, _, size in gone)
+        counted_bytes -= sum(size for offset, _, size in gone if offset < counted_to)
+        deleted_messages = log_store.truncate_before(conn, topic, partition, cut, log_start)
         counted_to = max(counted_to, cut)
         more = more or cut == log_start + batch
     _save_cursor(conn, topic.topic_id, partition, counted_to, counted_bytes)
-    return PartitionRetained(deleted_messages, deleted_bytes, max(cut, log_start), more)
+    return PartitionRetained(deleted_messages, deleted_bytes, cut if keep_from else log_start, more)
+
+
+def _head(conn: Connection, topic_id: int, partition: int, start: int, bound: int) -> list[tuple[int, int, int]]:
+    """(offset, timestamp, size) of the messages in [start, bound), in order: one read for every decision."""
+    rows = conn.execute(
+        select(messages.c.offset, messages.c.timestamp, MESSAGE_SIZE)
+        .where(*_in_range(topic_id, partition, start, bound))
+        .order_by(messages.c.offset)
+    )
+    return [(int(offset), int(timestamp), int(size)) for offset, timestamp, size in rows]
+
+
+def _kept_after_removing(head: list[tuple[int, int, int]], excess: int) -> int:
+    """How many whole messages from the start of ``head`` must go for at least ``excess`` bytes to go."""
+    removed = 0
+    for index, (_, _, size) in enumerate(head):
+        if removed >= excess:
+            return index
+        removed += size
+    return len(head)
 
 
 def _cursor(conn: Connection, topic_id: int, partition: int, log_start: int) -> tuple[int, int]:
@@ -172,41 +194,3 @@ def _in_range(topic_id: int, partition: int, start: int, end: int) -> tuple[Colu
 def _size(conn: Connection, topic_id: int, partition: int, start: int, end: int) -> int:
     total = conn.execute(select(func.sum(MESSAGE_SIZE)).where(*_in_range(topic_id, partition, start, end))).scalar()
     return int(total or 0)
-
-
-def _first_unexpired(conn: Connection, topic_id: int, partition: int, start: int, bound: int, cutoff: int) -> int:
-    """The first offset in [start, bound) whose message is not older than ``cutoff``; ``bound`` if all are."""
-    first = conn.execute(
-        select(func.min(messages.c.offset)).where(
-            *_in_range(topic_id, partition, start, bound), messages.c.timestamp >= cutoff
-        )
-    ).scalar()
-    return bound if first is None else int(first)
-
-
-def _cut_for_size(conn: Connection, topic_id: int, partition: int, start: int, bound: int, excess: int) -> int:
-    """Where to cut so that at least ``excess`` bytes go: whole messages from ``start``, never past ``bound``."""
-    removed = 0
-    cut = start
-    rows = conn.execute(
-        select(messages.c.offset, MESSAGE_SIZE)
-        .where(*_in_range(topic_id, partition, start, bound))
-        .order_by(messages.c.offset)
-    )
-    for offset, size in rows:
-        if removed >= excess:
-            break
-        removed += int(size)
-        cut = int(offset) + 1
-    return cut if removed >= excess else bound
-
-
-def _sizes_below(
-    conn: Connection, topic_id: int, partition: int, start: int, cut: int, counted_to: int
-) -> tuple[int, int]:
-    """Bytes of the messages in [start, cut): all of them, and the part already counted (below ``counted_to``)."""
-    counted = func.sum(case((messages.c.offset < counted_to, MESSAGE_SIZE), else_=0))
-    row = conn.execute(
-        select(func.sum(MESSAGE_SIZE), counted).where(*_in_range(topic_id, partition, start, cut))
-    ).one()
-    return int(row[0] or 0), int(row[1] or 0)

@@ -13,7 +13,7 @@ from __future__ import annotations
 
 from collections.abc import Sequence
 
-from sqlalchemy import Connection, delete, insert, select, update
+from sqlalchemy import Connection, delete, insert, select, tuple_, update
 
 from half_store.domain.admin_records import TopicConfig
 from half_store.domain.errors import InvalidPartitions, TopicInUse
@@ -152,25 +152,32 @@ def unpurged_deleted_topics(conn: Connection) -> list[int]:
     return [int(row[0]) for row in rows]
 
 
-def purge_deleted_messages(conn: Connection, topic_id: int, limit: int) -> int:
-    """Delete up to about ``limit`` messages of a deleted topic; marks it purged once none are left.
+def purge_deleted_messages(
+    conn: Connection, topic_id: int, limit: int, after: tuple[int, int] = (0, 0)
+) -> tuple[int, tuple[int, int]]:
+    """Delete up to ``limit`` messages of a deleted topic, from the lowest (partition, offset) at or past ``after``.
 
-    Works partition by partition from the lowest offset, through the primary key, so each
-    call touches a bounded range whatever the topic's size.
+    Returns how many went and where the next call starts; marks the topic purged once
+    none are left. Each call reads and deletes a bounded range through the primary key,
+    starting where the last one stopped (on PostgreSQL the index keeps the deleted rows
+    until vacuum, and a scan from the start would step over all of them).
     """
     head = conn.execute(
         select(messages.c.partition, messages.c.offset)
-        .where(messages.c.topic_id == topic_id)
+        .where(messages.c.topic_id == topic_id, tuple_(messages.c.partition, messages.c.offset) >= after)
         .order_by(messages.c.partition, messages.c.offset)
         .limit(1)
     ).first()
     if head is None:
         conn.execute(update(deleted_topics).where(deleted_topics.c.topic_id == topic_id).values(purged=True))
-        return 0
+        return 0, after
     partition, first = int(head[0]), int(head[1])
     removed = conn.execute(
         delete(messages).where(
-            messages.c.topic_id == topic_id, messages.c.partition == partition, messages.c.offset < first + limit
+            messages.c.topic_id == topic_id,
+            messages.c.partition == partition,
+            messages.c.offset >= first,
+            messages.c.offset < first + limit,
         )
     ).rowcount
-    return int(removed or 0)
+    return int(removed or 0), (partition, first + limit)

@@ -173,7 +173,7 @@ def test_a_group_left_behind_by_retention_is_told(client: TestClient, broker: Br
 def test_a_deleted_topics_messages_are_purged_in_batches(
     client: TestClient, broker: Broker, retention: Retention, monkeypatch: pytest.MonkeyPatch
 ) -> None:
-    monkeypatch.setattr(checker.retention, "BATCH", 7)
+    monkeypatch.setattr(checker.retention, "TOPIC_BATCH", 7)
     create_topic(client, "doomed", partitions=2)
     create_topic(client, "kept")
     client.portal.call(broker.log.produce, "doomed", records(0, 40), [n % 2 for n in range(40)])  # type: ignore[union-attr]
