@@ -11,6 +11,7 @@ from checker.jobs import BackgroundJobs
 from half_store.domain.errors import StorageUnavailable
 from half_store.metrics import LONG_POLL_WAITERS, core_metrics
 from half_store.services.access import AccessService
+from half_store.services.admin import AdminService
 from half_store.services.callback_guard import CallbackGuard
 from half_store.services.check_polling import CheckPolling
 from half_store.services.coordinator import Coordinator
@@ -34,6 +35,7 @@ class Broker:
     halves: HalfMessageService
     polling: CheckPolling
     access: AccessService
+    admin: AdminService
 
     @classmethod
     def open(cls, settings: Settings) -> Broker:
@@ -52,6 +54,7 @@ class Broker:
             halves=halves,
             polling=CheckPolling(halves, settings, notifier),
             access=AccessService(store),
+            admin=AdminService(log_service, settings),
         )
 
     async def ready(self) -> bool:

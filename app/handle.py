@@ -6,6 +6,7 @@ from typing import TYPE_CHECKING, Protocol
 
 if TYPE_CHECKING:
     from half_store.services.access import AccessService
+    from half_store.services.admin import AdminService
     from half_store.services.check_polling import CheckPolling
     from half_store.services.coordinator import Coordinator
     from half_store.services.half_messages import HalfMessageService
@@ -22,6 +23,7 @@ class BrokerHandle(Protocol):
     halves: HalfMessageService
     polling: CheckPolling
     access: AccessService
+    admin: AdminService
 
     async def ready(self) -> bool: ...
 

@@ -16,6 +16,7 @@ from __future__ import annotations
 import asyncio
 import logging
 import random
+import time
 from collections import defaultdict
 from dataclasses import dataclass
 
@@ -23,7 +24,7 @@ import httpx
 import orjson
 
 from half_store.domain.errors import AlreadyResolved, BrokerError, CallbackNotAllowed
-from half_store.domain.half_records import HalfMessage, Listener
+from half_store.domain.half_records import CheckAnswer, HalfMessage, Listener
 from half_store.metrics import CHECKS
 from half_store.services.check_decisions import (
     SIGNATURE_HEADER,
@@ -105,9 +106,12 @@ class BackChecker:
                     saturated = True
             elif group not in polled:
                 unanswerable.append(half)  # nobody to ask: counted anyway, as RocketMQ does
-        for candidate in await self.halves.claim_checks(to_check, self.interval_ms):
-            self._spawn(candidate, random.choice(callbacks[candidate.half.producer_group]))
-        uncounted = await self.halves.claim_checks(unanswerable, self.interval_ms)
+        chosen = {h.message_id: random.choice(callbacks[h.producer_group]) for h in to_check}
+        asked: list[str | None] = [chosen[h.message_id].instance_id for h in to_check]
+        for candidate in await self.halves.claim_checks(to_check, self.interval_ms, asked):
+            self._spawn(candidate, chosen[candidate.half.message_id])
+        # Nobody to ask: in the history as an ERROR check sent to no instance.
+        uncounted = await self.halves.claim_checks(unanswerable, self.interval_ms, answer=CheckAnswer.ERROR)
         CHECKS.labels("no_listener").inc(len(uncounted))
         discarded = sum(await asyncio.gather(*(self._discard(h) for h in to_discard)))
         return RoundReport(len(due), len(to_check), discarded, len(uncounted)), saturated
@@ -138,11 +142,10 @@ class BackChecker:
         half = candidate.half
         try:
             async with self._group_slots[half.producer_group], self._calls:
-                answer = await self._ask(candidate, listener)
-            CHECKS.labels(answer.lower()).inc()
-            if answer == "COMMIT":
+                answer = await self._call(candidate, listener)
+            if answer is CheckAnswer.COMMIT:
                 await self.halves.commit(half.message_id, resolved_by="checker")
-            elif answer == "ROLLBACK":
+            elif answer is CheckAnswer.ROLLBACK:
                 await self.halves.rollback(half.message_id, resolved_by="checker")
         except AlreadyResolved:
             pass  # the producer answered on its own meanwhile
@@ -155,7 +158,26 @@ class BackChecker:
         finally:
             self._in_flight.pop(half.message_id, None)
 
-    async def _ask(self, candidate: CheckCandidate, listener: Listener) -> str:
+    async def _call(self, candidate: CheckCandidate, listener: Listener) -> CheckAnswer:
+        """Ask the listener, and write what came back (or why nothing did) into the check history."""
+        started = time.monotonic()
+        try:
+            answer = await self._ask(candidate, listener)
+        except httpx.TimeoutException:
+            answer = CheckAnswer.TIMEOUT
+        except (httpx.HTTPError, OSError) as error:
+            log.info("check of %s via %s failed: %s", candidate.half.message_id, listener.instance_id, error)
+            answer = CheckAnswer.ERROR
+        CHECKS.labels(answer.value.lower()).inc()
+        latency_ms = int((time.monotonic() - started) * 1000)
+        try:
+            half = candidate.half
+            await self.halves.record_check_answer(half.message_id, half.check_times, answer, latency_ms)
+        except BrokerError as error:  # the history is for operators; the answer is still acted on
+            log.warning("could not record the check of %s: %s", candidate.half.message_id, error)
+        return answer
+
+    async def _ask(self, candidate: CheckCandidate, listener: Listener) -> CheckAnswer:
         assert listener.callback_url is not None
         if httpx.URL(listener.callback_url).scheme not in ("http", "https"):
             raise CallbackNotAllowed(f"callback URLs must be http or https: {listener.callback_url}")
@@ -168,13 +190,13 @@ class BackChecker:
             "POST", listener.callback_url, content=body, headers=headers, timeout=self.settings.check_timeout_seconds
         ) as response:
             if response.status_code != 200:
-                return "UNKNOWN"  # a redirect too: it is not followed
+                return CheckAnswer.ERROR  # a redirect too (it is not followed); counted as a check all the same
             answer = bytearray()
             async for chunk in response.aiter_bytes():
                 answer += chunk
                 if len(answer) > MAX_ANSWER_BYTES:
                     raise CallbackNotAllowed(f"the listener's answer is over {MAX_ANSWER_BYTES} bytes")
-        return parse_answer(bytes(answer))
+        return CheckAnswer(parse_answer(bytes(answer)))
 
     async def _discard(self, half: HalfMessage) -> int:
         try:

@@ -21,6 +21,7 @@ from apscheduler.schedulers.asyncio import AsyncIOScheduler
 from checker.back_check import BackChecker
 from checker.guarded_http import guarded_client
 from checker.retention import Retention
+from half_store.domain.constants import CHECKER_LEASE, JOB_BACK_CHECK, JOB_RETENTION
 from half_store.domain.records import now_ms
 from half_store.metrics import CHECKER_LEADER
 from half_store.services.callback_guard import CallbackGuard
@@ -31,8 +32,6 @@ from half_store.storage import lease_store
 from half_store.storage.store import Store
 
 log = logging.getLogger(__name__)
-
-LEASE_NAME = "checker"
 
 
 class BackgroundJobs:
@@ -60,6 +59,9 @@ class BackgroundJobs:
             self.end_transactions, "interval", seconds=min(1.0, self.settings.check_interval_seconds), next_run_time=soon
         )
         self.scheduler.add_job(self.clean_up, "interval", seconds=60, next_run_time=soon)
+        self.scheduler.add_job(
+            self.apply_retention, "interval", seconds=self.settings.retention_interval_seconds, next_run_time=soon
+        )
         for job in self.scheduler.get_jobs():
             job.modify(max_instances=1, coalesce=True, misfire_grace_time=None)
         self.scheduler.start()
@@ -71,7 +73,7 @@ class BackgroundJobs:
         await self.back_checker.close()
         await self.http.aclose()
         if self.is_leader:
-            await self.store.write(lambda conn: lease_store.release(conn, LEASE_NAME, self.holder))
+            await self.store.write(lambda conn: lease_store.release(conn, CHECKER_LEASE, self.holder))
 
     @property
     def is_leader(self) -> bool:
@@ -84,7 +86,7 @@ class BackgroundJobs:
         asked_at = time.monotonic()
         try:
             leader = await self.store.write(
-                lambda conn: lease_store.try_acquire(conn, LEASE_NAME, self.holder, now_ms(), int(ttl * 1000))
+                lambda conn: lease_store.try_acquire(conn, CHECKER_LEASE, self.holder, now_ms(), int(ttl * 1000))
             )
         except Exception:  # a database hiccup: the lease lapses on its own, retry next time
             log.warning("could not renew the checker lease", exc_info=True)
@@ -95,19 +97,34 @@ class BackgroundJobs:
             log.info("%s the checker lease", "took" if leader else "lost")
 
     async def check_half_messages(self) -> None:
-        await self._guarded("back-check", self.back_checker.run_once)
+        if await self._guarded("back-check", self.back_checker.run_once):
+            await self._record_round(JOB_BACK_CHECK)
 
     async def end_transactions(self) -> None:
         await self._guarded("transaction timeouts", self.coordinator.abort_expired)
         await self._guarded("prepared transactions", self.coordinator.complete_prepared)
 
     async def clean_up(self) -> None:
-        await self._guarded("retention", self.retention.run_once)
+        await self._guarded("system retention", self.retention.run_once)
 
-    async def _guarded(self, name: str, job: Callable[[], Awaitable[object]]) -> None:
+    async def apply_retention(self) -> None:
+        if await self._guarded("retention", self.retention.apply_to_topics):
+            await self._record_round(JOB_RETENTION)
+
+    async def _guarded(self, name: str, job: Callable[[], Awaitable[object]]) -> bool:
+        """Run ``job`` if this process holds the lease; True if it ran and finished."""
         if not self.is_leader:
-            return
+            return False
         try:
             await job()
         except Exception:  # a failed round is retried next interval
             log.exception("%s job failed", name)
+            return False
+        return True
+
+    async def _record_round(self, job: str) -> None:
+        """When the job last finished a round, for ``GET /v1/checker`` in any broker process."""
+        try:
+            await self.store.write(lambda conn: lease_store.record_round(conn, job, self.holder, now_ms()))
+        except Exception:  # only the status report misses this round
+            log.warning("could not record the %s round", job, exc_info=True)

@@ -43,6 +43,36 @@ CAREFUL_RERUNS = Counter(
     registry=CORE_REGISTRY,
 )
 
+RETENTION_DELETED_MESSAGES = Counter(
+    "halfmq_retention_deleted_messages_total",
+    "Messages (markers included) retention deleted from the head of user topics' partitions",
+    ["topic"],
+    registry=CORE_REGISTRY,
+)
+RETENTION_DELETED_BYTES = Counter(
+    "halfmq_retention_deleted_bytes_total",
+    "Bytes (value, key and headers) of the messages retention deleted",
+    ["topic"],
+    registry=CORE_REGISTRY,
+)
+LOG_START_MOVES = Counter(
+    "halfmq_retention_log_start_moves_total",
+    "Times retention moved a partition's log start offset up",
+    ["topic"],
+    registry=CORE_REGISTRY,
+)
+DELETED_TOPIC_MESSAGES_PURGED = Counter(
+    "halfmq_deleted_topic_messages_purged_total",
+    "Messages of deleted topics removed afterwards in bounded batches",
+    registry=CORE_REGISTRY,
+)
+ADMIN_ACTIONS = Counter(
+    "halfmq_admin_actions_total",
+    "Administrative changes done: topic_delete, topic_alter, half_recheck",
+    ["action"],
+    registry=CORE_REGISTRY,
+)
+
 
 def count_core_process() -> None:
     """In a core of its own, also report that process's CPU and memory (``halfmq_core_process_*``)."""

@@ -37,6 +37,12 @@ class Settings(BaseSettings):
     default_transaction_timeout_ms: int = Field(60_000, ge=1)
     transactional_id_expiration_ms: int = Field(7 * 24 * 3600 * 1000, ge=1)
 
+    # Retention of user topics: a topic's own retention_ms / retention_bytes, else these
+    # (None: keep forever). Applied every retention_interval_seconds by the lease holder.
+    retention_ms: int | None = Field(None, ge=0)
+    retention_bytes: int | None = Field(None, ge=0)
+    retention_interval_seconds: float = Field(10.0, gt=0)
+
     # Limits that protect the broker.
     max_message_bytes: int = Field(4 * 1024 * 1024, ge=1)
     max_request_bytes: int = Field(64 * 1024 * 1024, ge=1)

@@ -125,6 +125,18 @@ class TopicExistsError(HalfmqError):
     code, status = "TOPIC_EXISTS", 409
 
 
+class TopicInUseError(HalfmqError):
+    """TOPIC_IN_USE (409): an open transaction or a prepared half message still targets the topic."""
+
+    code, status = "TOPIC_IN_USE", 409
+
+
+class InvalidPartitionsError(HalfmqError):
+    """INVALID_PARTITIONS (422): a topic's partitions can be added, never removed."""
+
+    code, status = "INVALID_PARTITIONS", 422
+
+
 class OutOfOrderSequenceError(HalfmqError):
     """OUT_OF_ORDER_SEQUENCE (409): a gap in an idempotent producer's sequence numbers."""
 
@@ -280,6 +292,8 @@ ERRORS_BY_CODE: dict[str, type[HalfmqError]] = {
         NotFoundError,
         MethodNotAllowedError,
         TopicExistsError,
+        TopicInUseError,
+        InvalidPartitionsError,
         OutOfOrderSequenceError,
         ProducerFencedError,
         AlreadyResolvedError,

@@ -24,6 +24,7 @@ from app.api.rights import (
     require,
     rights,
 )
+from half_store.domain.constants import CHECK_HISTORY_KEPT
 from half_store.domain.errors import InvalidRequest
 from half_store.domain.half_records import HalfMessage, Listener
 from half_store.domain.half_state import HalfState
@@ -76,6 +77,17 @@ class HalfDescription(TypedDict):
         ),
     ]
     resolved_at: Annotated[int | None, Field(description="When it was resolved (ms since the epoch); null while PREPARED")]
+
+
+class CheckOut(TypedDict):
+    at_ms: int
+    instance_id: Annotated[str | None, Field(description="The listener asked; null when none was live (answer ERROR)")]
+    answer: Annotated[str | None, Field(description="COMMIT|ROLLBACK|UNKNOWN|ERROR|TIMEOUT; null while awaited")]
+    latency_ms: int | None
+
+
+class HalfDetail(HalfDescription):
+    checks: Annotated[list[CheckOut], Field(description=f"The last {CHECK_HISTORY_KEPT} back-checks, oldest first")]
 
 
 class HalfList(TypedDict):
@@ -161,10 +173,31 @@ async def rollback(message_id: MessageIdPath, request: Request) -> Response:
     return JsonResponse(resolved(await broker_of(request).halves.rollback(message_id)))
 
 
-@router.get("/half-messages/{message_id}", response_model=HalfDescription, tags=["half messages"])
+@router.get("/half-messages/{message_id}", response_model=HalfDetail, tags=["half messages"])
 @rights(half_message("message_id", DESCRIBE))
 async def get_half(message_id: MessageIdPath, request: Request) -> Response:
-    return JsonResponse(describe(await broker_of(request).halves.get(message_id)))
+    half, checks = await broker_of(request).halves.describe(message_id)
+    history: list[CheckOut] = [
+        {
+            "at_ms": c.at_ms,
+            "instance_id": c.instance_id,
+            "answer": None if c.answer is None else c.answer.value,
+            "latency_ms": c.latency_ms,
+        }
+        for c in checks
+    ]
+    answer: HalfDetail = {**describe(half), "checks": history}
+    return JsonResponse(answer)
+
+
+@router.post("/half-messages/{message_id}/recheck", response_model=HalfDescription, tags=["half messages"])
+@rights(half_message("message_id", WRITE))
+async def recheck(message_id: MessageIdPath, request: Request) -> Response:
+    """DISCARDED → PREPARED with check_times 0: the checker asks the producer group again.
+
+    409 ALREADY_RESOLVED from any other state.
+    """
+    return JsonResponse(describe(await broker_of(request).halves.recheck(message_id)))
 
 
 @router.get("/half-messages", response_model=HalfList, tags=["half messages"])

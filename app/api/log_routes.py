@@ -17,7 +17,6 @@ from app.api.models import (
     GroupOffsetsCommit,
     GroupOffsetsCommitted,
     Isolation,
-    PartitionDescription,
     PartitionProduceRequest,
     PartitionProduceResponse,
     ProduceRequest,
@@ -25,14 +24,12 @@ from app.api.models import (
     ProducerIdResponse,
     ProducerInit,
     TopicCreate,
-    TopicDescription,
     TopicList,
     TopicSummary,
 )
 from app.api.rights import (
     ALTER,
     ANONYMOUS_TRANSACTION,
-    DESCRIBE,
     GROUP,
     READ,
     TOPIC,
@@ -87,23 +84,6 @@ async def create_topic(body: TopicCreate, request: Request) -> Response:
 async def list_topics(request: Request, include_system: bool = False) -> Response:
     found = await broker_of(request).log.list_topics(include_system)
     answer: TopicList = {"topics": [{"name": t.name, "partitions": t.partitions} for t in found]}
-    return JsonResponse(answer)
-
-
-@router.get("/topics/{topic}", response_model=TopicDescription, tags=["topics"])
-@rights(require(TOPIC, DESCRIBE, path("topic")))
-async def describe_topic(topic: TopicPath, request: Request) -> Response:
-    found, states = await broker_of(request).log.describe(topic)
-    partitions: list[PartitionDescription] = [
-        {
-            "partition": s.partition,
-            "log_start_offset": s.log_start_offset,
-            "high_watermark": s.high_watermark,
-            "last_stable_offset": s.last_stable_offset,
-        }
-        for s in states
-    ]
-    answer: TopicDescription = {"name": found.name, "partitions": partitions}
     return JsonResponse(answer)
 
 
@@ -220,7 +200,15 @@ async def commit_group_offsets(group: GroupPath, body: GroupOffsetsCommit, reque
 async def get_group_offsets(group: GroupPath, request: Request) -> Response:
     found = await broker_of(request).log.group_offsets(group)
     offsets: list[GroupOffsetOut] = [
-        {"topic": o.topic, "partition": o.partition, "offset": o.offset, "metadata": o.metadata, "lag": o.lag}
+        {
+            "topic": o.topic,
+            "partition": o.partition,
+            "offset": o.offset,
+            "metadata": o.metadata,
+            "lag": o.lag,
+            "log_start_offset": o.log_start_offset,
+            "below_log_start": o.below_log_start,
+        }
         for o in found
     ]
     answer: GroupOffsets = {"offsets": offsets}

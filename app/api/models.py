@@ -86,11 +86,37 @@ class PartitionDescription(TypedDict):
     log_start_offset: int
     high_watermark: int
     last_stable_offset: int
+    blocking_txn_id: Annotated[
+        str | None, Field(description="The open transaction holding the last stable offset back; null when none")
+    ]
+
+
+class TopicConfigOut(TypedDict):
+    retention_ms: Annotated[int | None, Field(description="Set on the topic; null: the broker's default; -1: forever")]
+    retention_bytes: Annotated[
+        int | None, Field(description="Set on the topic; null: the broker's default; -1: keep forever")
+    ]
+    effective_retention_ms: Annotated[int | None, Field(description="What retention applies; null: kept forever")]
+    effective_retention_bytes: Annotated[
+        int | None, Field(description="What retention applies, per partition; null: no limit")
+    ]
 
 
 class TopicDescription(TypedDict):
     name: str
     partitions: list[PartitionDescription]
+    config: TopicConfigOut
+
+
+RetentionValue = Annotated[int, Field(ge=-1, le=2**63 - 1)]
+
+
+class TopicAlter(Strict):
+    """Absent: unchanged. A retention key set to null goes back to the broker's default; -1 keeps forever."""
+
+    partitions: Annotated[int, Field(ge=1, le=1024, description="partitions are added, never removed")] | None = None
+    retention_ms: RetentionValue | None = None
+    retention_bytes: RetentionValue | None = None
 
 
 # -- produce ----------------------------------------------------------------------------
@@ -172,7 +198,17 @@ class GroupOffsetOut(TypedDict):
     partition: int
     offset: int
     metadata: str | None
-    lag: int | None
+    lag: Annotated[
+        int | None, Field(description="To the high watermark, from the offset or from the log start if that is later")
+    ]
+    log_start_offset: Annotated[int | None, Field(description="The partition's log start offset")]
+    below_log_start: Annotated[
+        bool,
+        Field(
+            description="Retention deleted the messages at the committed offset: a fetch there gets 416; "
+            "resume from log_start_offset"
+        ),
+    ]
 
 
 class GroupOffsets(TypedDict):

@@ -29,6 +29,7 @@ from half_store.settings import Settings
 
 if TYPE_CHECKING:
     from half_store.services.access import AccessService
+    from half_store.services.admin import AdminService
     from half_store.services.check_polling import CheckPolling
     from half_store.services.coordinator import Coordinator
     from half_store.services.half_messages import HalfMessageService
@@ -169,6 +170,7 @@ class RemoteBroker:
         self.halves = cast("HalfMessageService", _ServiceProxy(link, "halves"))
         self.polling = cast("CheckPolling", _ServiceProxy(link, "polling"))
         self.access = cast("AccessService", _ServiceProxy(link, "access"))
+        self.admin = cast("AdminService", _ServiceProxy(link, "admin"))
 
     async def ready(self) -> bool:
         try:

@@ -31,7 +31,6 @@ EXPOSED: dict[str, frozenset[str]] = {
         {
             "create_topic",
             "list_topics",
-            "describe",
             "produce",
             "produce_idempotent",
             "fetch",
@@ -41,8 +40,19 @@ EXPOSED: dict[str, frozenset[str]] = {
     ),
     "coordinator": frozenset({"init_producer", "produce", "begin", "describe", "add_offsets", "end"}),
     "halves": frozenset(
-        {"prepare", "commit", "rollback", "get", "list_messages", "register_listener", "remove_listener"}
+        {
+            "prepare",
+            "commit",
+            "rollback",
+            "get",
+            "describe",
+            "recheck",
+            "list_messages",
+            "register_listener",
+            "remove_listener",
+        }
     ),
+    "admin": frozenset({"describe_topic", "alter_topic", "delete_topic", "list_transactions", "checker_status"}),
     "polling": frozenset({"poll"}),
     "access": frozenset(
         {

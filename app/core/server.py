@@ -48,6 +48,7 @@ class CoreServer:
             "halves": broker.halves,
             "polling": broker.polling,
             "access": broker.access,
+            "admin": broker.admin,
             "broker": broker,
         }
         self._reader = reader

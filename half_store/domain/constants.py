@@ -13,6 +13,18 @@ TOPIC_NAME_PATTERN = r"^[A-Za-z0-9._-]{1,249}$"
 TOPIC_NAME_RE = re.compile(TOPIC_NAME_PATTERN)
 _RESERVED_PREFIXES = ("RMQ_SYS_", "__", CHECK_MAX_TOPIC)
 
+# The lease row whose holder runs the background jobs (back-checks, timeouts, retention).
+CHECKER_LEASE = "checker"
+# Background jobs that record when they last finished a round (``job_rounds``).
+JOB_BACK_CHECK = "back-check"
+JOB_RETENTION = "retention"
+
+# A polling producer's instance id among its group's listeners and in check histories.
+POLLER_PREFIX = "poll:"
+
+# Back-checks kept per half message (its check history), the oldest overwritten first.
+CHECK_HISTORY_KEPT = 20
+
 # The tag RocketMQ gives op records that remove a half message.
 OP_REMOVE_TAG = "d"
 

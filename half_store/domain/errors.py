@@ -68,6 +68,18 @@ class TopicExists(BrokerError):
     status, code = 409, "TOPIC_EXISTS"
 
 
+class TopicInUse(BrokerError):
+    """An open transaction or a prepared half message still targets the topic."""
+
+    status, code = 409, "TOPIC_IN_USE"
+
+
+class InvalidPartitions(BrokerError):
+    """A partition count that cannot be applied (fewer than the topic has: partitions are never removed)."""
+
+    status, code = 422, "INVALID_PARTITIONS"
+
+
 class OutOfOrderSequence(BrokerError):
     status, code = 409, "OUT_OF_ORDER_SEQUENCE"
 

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 from dataclasses import dataclass
+from enum import StrEnum
 
 from half_store.domain.half_state import HalfState
 from half_store.domain.records import pickled_as_arguments
@@ -64,3 +65,33 @@ class Listener:
     secret: str | None
     ttl_seconds: int
     heartbeat_at: int
+
+
+class CheckAnswer(StrEnum):
+    """What one back-check got: the listener's answer, or why there was none."""
+
+    COMMIT = "COMMIT"
+    ROLLBACK = "ROLLBACK"
+    UNKNOWN = "UNKNOWN"
+    ERROR = "ERROR"  # the call failed, the listener answered with an error, or there was no live listener
+    TIMEOUT = "TIMEOUT"  # no answer in time (a callback's timeout, or a poller's lease)
+
+
+@pickled_as_arguments
+@dataclass(frozen=True, slots=True)
+class CheckRecord:
+    """One back-check in a half message's history; ``answer`` is None while it is awaited."""
+
+    at_ms: int
+    instance_id: str | None
+    answer: CheckAnswer | None
+    latency_ms: int | None
+
+
+@dataclass(frozen=True, slots=True)
+class CheckSent:
+    """A claimed back-check, for the history: which check of the message and whom it went to."""
+
+    message_id: str
+    number: int  # the message's check_times after this check
+    instance_id: str | None

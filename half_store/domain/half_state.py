@@ -5,6 +5,12 @@ is PREPARED until exactly one resolution row exists for it; the resolution's
 primary key is what enforces "at most one transition out of PREPARED", and the
 row records a move taken from :func:`transition`, which refuses one the table
 does not have.
+
+One edge leads back: DISCARDED → PREPARED, an operator's recheck of a message the
+checker gave up on. It deletes the DISCARDED resolution row (a compare-and-set on its
+outcome), so the message can be resolved once more. COMMITTED and ROLLED_BACK stay
+final, so a message is still committed at most once: a DISCARDED message was never
+committed, and nothing leaves COMMITTED.
 """
 
 from __future__ import annotations
@@ -30,7 +36,8 @@ TRANSITIONS: dict[HalfState, frozenset[HalfState]] = {
     HalfState.PREPARED: frozenset({HalfState.COMMITTED, HalfState.ROLLED_BACK, HalfState.DISCARDED}),
     HalfState.COMMITTED: frozenset(),
     HalfState.ROLLED_BACK: frozenset(),
-    HalfState.DISCARDED: frozenset(),  # a recheck (issue 21) adds its edge here: frozenset({HalfState.PREPARED})
+    # Recheck: the checker gave up, an operator asks for the message to be checked again.
+    HalfState.DISCARDED: frozenset({HalfState.PREPARED}),
 }
 
 

@@ -113,6 +113,8 @@ class PartitionState:
     log_start_offset: int
     high_watermark: int
     last_stable_offset: int
+    # The open transaction whose first write holds the last stable offset back (describe only).
+    blocking_txn_id: str | None = None
 
 
 class StoredMessage(NamedTuple):
@@ -141,6 +143,13 @@ class GroupOffset:
     offset: int
     metadata: str | None
     lag: int | None = None
+    # Retention may have deleted past the committed offset: then lag counts from here.
+    log_start_offset: int | None = None
+
+    @property
+    def below_log_start(self) -> bool:
+        """The committed offset points at messages retention has deleted (a fetch there gets 416)."""
+        return self.log_start_offset is not None and self.offset < self.log_start_offset
 
 
 @dataclass(frozen=True, slots=True)

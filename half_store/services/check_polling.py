@@ -10,6 +10,7 @@ import asyncio
 import time
 from collections.abc import Awaitable, Callable
 
+from half_store.domain.constants import POLLER_PREFIX
 from half_store.domain.half_records import Listener
 from half_store.domain.records import now_ms
 from half_store.services.check_decisions import CheckPayload, check_payload, need_discard
@@ -37,8 +38,10 @@ class CheckPolling:
     ) -> list[CheckPayload]:
         # Being polled marks the group as reachable, so the checker leaves its checks to pollers.
         ttl = int(max(30, self.settings.check_interval_seconds * 2, max_wait_ms / 1000 * 2))
-        await self.halves.register_listener(Listener(producer_group, f"poll:{instance_id}", None, None, ttl, now_ms()))
-        checks = await self._claim(producer_group, max_checks)
+        await self.halves.register_listener(
+            Listener(producer_group, poller_instance(instance_id), None, None, ttl, now_ms())
+        )
+        checks = await self._claim(producer_group, instance_id, max_checks)
         if checks or max_wait_ms <= 0:
             return checks
         deadline = time.monotonic() + max_wait_ms / 1000
@@ -47,12 +50,19 @@ class CheckPolling:
                 await asyncio.sleep(min(POLL_RECHECK_SECONDS, remaining))
                 if client_gone is not None and await client_gone():
                     break  # checks are claimed only while someone is there to take them
-                checks = await self._claim(producer_group, max_checks)
+                checks = await self._claim(producer_group, instance_id, max_checks)
                 if checks:
                     break
         return checks
 
-    async def _claim(self, producer_group: str, max_checks: int) -> list[CheckPayload]:
+    async def _claim(self, producer_group: str, instance_id: str, max_checks: int) -> list[CheckPayload]:
         due = await self.halves.due_for_check(max_checks, producer_group)
         checkable = [h for h in due if not need_discard(h, self.settings.check_max)]  # the checker discards the rest
-        return [check_payload(c) for c in await self.halves.claim_checks(checkable, self.lease_ms)]
+        # In the check history as sent to this poller; its commit or rollback is the answer.
+        asked: list[str | None] = [poller_instance(instance_id)] * len(checkable)
+        return [check_payload(c) for c in await self.halves.claim_checks(checkable, self.lease_ms, asked)]
+
+
+def poller_instance(instance_id: str) -> str:
+    """How a polling producer appears among its group's listeners and in check histories."""
+    return POLLER_PREFIX + instance_id

@@ -189,7 +189,8 @@ class Coordinator:
         topic = await self.log.writable_topic(topic_name)
         check_partition(topic, partition)
         append = StampedAppend(topic, partition, records, stamp, self.settings.default_transaction_timeout_ms)
-        result = await self.store.write_merged(STAMPED_APPEND, append, locks=[(topic.topic_id, partition)])
+        async with self.log.partition_rows_of(topic):
+            result = await self.store.write_merged(STAMPED_APPEND, append, locks=[(topic.topic_id, partition)])
         if not result.duplicate:
             self.notifier.notify([(topic.topic_id, partition)])  # read_uncommitted readers
         return result

@@ -31,6 +31,7 @@ from half_store.domain.errors import (
     HalfMessageNotFound,
     InternalError,
     ListenerNotFound,
+    TopicNotFound,
 )
 from half_store.domain.half_records import (
     PROPERTY_CHECK_IMMUNITY,
@@ -39,6 +40,9 @@ from half_store.domain.half_records import (
     PROPERTY_REAL_TOPIC,
     PROPERTY_TRANSACTION_ID,
     PROPERTY_UNIQUE_KEY,
+    CheckAnswer,
+    CheckRecord,
+    CheckSent,
     HalfMessage,
     Listener,
     first_check_at,
@@ -51,7 +55,7 @@ from half_store.domain.records import (
     now_ms,
     pickled_as_arguments,
 )
-from half_store.metrics import HALF_MESSAGES
+from half_store.metrics import ADMIN_ACTIONS, HALF_MESSAGES
 from half_store.services.callback_guard import CallbackGuard
 from half_store.services.log_service import LogService
 from half_store.storage import half_message_store as store
@@ -81,6 +85,12 @@ _OFFSET_NOT_YET = -1
 # needs no read to learn which partitions to lock (about 200 bytes each).
 _PLACEMENTS_KEPT = 16_384
 _OP_HEADERS = orjson.dumps({"TAGS": OP_REMOVE_TAG}).decode()
+# How a resolution settles the checks still awaiting an answer.
+_CHECK_ANSWERS = {
+    HalfState.COMMITTED: CheckAnswer.COMMIT,
+    HalfState.ROLLED_BACK: CheckAnswer.ROLLBACK,
+    HalfState.DISCARDED: CheckAnswer.TIMEOUT,
+}
 
 
 @dataclass(frozen=True, slots=True)
@@ -170,9 +180,13 @@ class HalfMessageService:
         request = _PrepareRequest(half, stored, topic.topic_id, transaction_id is not None)
         locks = [((await self.store.topic(HALF_TOPIC)).topic_id, 0)]
         try:
-            prepared = await self.store.write_merged(self._prepare_kind, request, locks=locks)
-        except ResolutionConflict:  # a racing prepare of the same transaction id won: answer with its message
-            prepared = await self.store.write_merged(self._prepare_kind, request, locks=locks)
+            try:
+                prepared = await self.store.write_merged(self._prepare_kind, request, locks=locks)
+            except ResolutionConflict:  # a racing prepare of the same transaction id won: answer with its message
+                prepared = await self.store.write_merged(self._prepare_kind, request, locks=locks)
+        except TopicNotFound:
+            self.store.forget_topic(topic.name)  # deleted since this process looked it up
+            raise
         if prepared.created:
             HALF_MESSAGES.labels("prepared").inc()
             if self.store.orders_locks:
@@ -198,6 +212,11 @@ class HalfMessageService:
                     answers[index] = Prepared(existing, created=False)
         fresh = [index for index in range(len(requests)) if index not in answers]
         if fresh:
+            # Share-locked until commit, so a deletion of the real topic cannot slip in between.
+            live_topics = log_store.existing_topics_locked(conn, sorted({requests[index].topic_id for index in fresh}))
+            for index in fresh:
+                if requests[index].topic_id not in live_topics:
+                    raise TopicNotFound(f"topic {requests[index].half.topic!r} does not exist")
             half_topic = self.store.topic_sync(conn, HALF_TOPIC)
             base = log_store.append(conn, half_topic, 0, [requests[index].record for index in fresh])
             created = [replace(requests[index].half, half_offset=base + n) for n, index in enumerate(fresh)]
@@ -221,6 +240,41 @@ class HalfMessageService:
             raise HalfMessageNotFound(f"half message {message_id!r} does not exist")
         return found
 
+    async def describe(self, message_id: str) -> tuple[HalfMessage, list[CheckRecord]]:
+        """The half message and its last back-checks, oldest first."""
+
+        def query(conn: Connection) -> tuple[HalfMessage | None, list[CheckRecord]]:
+            return store.get(conn, message_id), store.checks_of(conn, message_id)
+
+        found, checks = await self.store.read(query)
+        if found is None:
+            raise HalfMessageNotFound(f"half message {message_id!r} does not exist")
+        return found, checks
+
+    async def recheck(self, message_id: str) -> HalfMessage:
+        """DISCARDED → PREPARED with check_times 0: the checker asks its producer group again.
+
+        Its copy in TRANS_CHECK_MAX_TIME_TOPIC stays (that log records the discard). The
+        DISCARDED resolution row is deleted by a compare-and-set on its outcome, so the
+        message is resolvable once more and its next resolution is again the only one: it
+        was never committed before (it was discarded), so it is committed at most once.
+        """
+
+        def unit(conn: Connection) -> HalfMessage:
+            half = store.get(conn, message_id)
+            if half is None:
+                raise HalfMessageNotFound(f"half message {message_id!r} does not exist")
+            transition(half.state, HalfState.PREPARED, f"half message {message_id}")
+            now = now_ms()
+            if not store.reopen_discarded(conn, message_id, now):
+                raise AlreadyResolved(f"half message {message_id} was rechecked or resolved concurrently")
+            return replace(half, check_times=0, next_check_at=now, resolution=None)
+
+        reopened = await self.store.write(unit)
+        HALF_MESSAGES.labels("rechecked").inc()
+        ADMIN_ACTIONS.labels("half_recheck").inc()
+        return reopened
+
     async def list_messages(self, producer_group: str | None, state: HalfState | None, limit: int) -> list[HalfMessage]:
         return await self.store.read(lambda conn: store.list_halves(conn, producer_group, state, limit))
 
@@ -243,21 +297,42 @@ class HalfMessageService:
     async def due_for_check(self, limit: int, producer_group: str | None = None) -> list[HalfMessage]:
         return await self.store.read(lambda conn: store.due(conn, now_ms(), limit, producer_group))
 
-    async def claim_checks(self, halves: list[HalfMessage], next_check_in_ms: int) -> list[CheckCandidate]:
+    async def claim_checks(
+        self,
+        halves: list[HalfMessage],
+        next_check_in_ms: int,
+        asked: list[str | None] | None = None,
+        answer: CheckAnswer | None = None,
+    ) -> list[CheckCandidate]:
         """Count a check on each of ``halves`` (one write for all) and return what to send.
 
+        ``asked`` names the listener instance each check goes to, for the check history;
+        ``answer`` is the check's answer when it is known already (nobody to ask: ERROR).
         A half message someone else claimed or resolved meanwhile is left out.
         """
         if not halves:
             return []
+        instances = asked if asked is not None else [None] * len(halves)
 
         def unit(conn: Connection) -> list[CheckCandidate]:
-            next_check_at = now_ms() + next_check_in_ms
-            claimed = [h for h in halves if store.claim_check(conn, h.message_id, h.check_times, next_check_at)]
-            bodies = self._bodies(conn, claimed)
-            return [CheckCandidate(replace(h, check_times=h.check_times + 1), bodies[h.half_offset][0]) for h in claimed]
+            now = now_ms()
+            claimed = [
+                (h, instance)
+                for h, instance in zip(halves, instances, strict=True)
+                if store.claim_check(conn, h.message_id, h.check_times, now + next_check_in_ms)
+            ]
+            sent = [CheckSent(h.message_id, h.check_times + 1, instance) for h, instance in claimed]
+            store.record_checks_sent(conn, sent, now, answer)
+            bodies = self._bodies(conn, [h for h, _ in claimed])
+            return [
+                CheckCandidate(replace(h, check_times=h.check_times + 1), bodies[h.half_offset][0]) for h, _ in claimed
+            ]
 
         return await self.store.write(unit)
+
+    async def record_check_answer(self, message_id: str, number: int, answer: CheckAnswer, latency_ms: int) -> None:
+        """What check number ``number`` of a half message got, for its history."""
+        await self.store.write(lambda conn: store.record_check_answer(conn, message_id, number, answer, latency_ms))
 
     # -- internals --------------------------------------------------------------------------------
 
@@ -297,6 +372,7 @@ class HalfMessageService:
             elif request.message_id in resolving:
                 raise ResolutionConflict(request.message_id)
             else:
+                transition(half.state, request.target, f"half message {half.message_id}")
                 resolving[request.message_id] = (index, half, request)
         if resolving:
             todo = list(resolving.values())
@@ -322,7 +398,23 @@ class HalfMessageService:
             ]
             for (index, half, _), resolution in zip(todo, store.insert_resolutions(conn, new), strict=True):
                 answers[index] = (replace(half, next_check_at=None, resolution=resolution), True)
+            self._settle_checks(conn, [(half, request.target) for _, half, request in todo])
         return [answers[index] for index in range(len(requests))]
+
+    @staticmethod
+    def _settle_checks(conn: Connection, resolved: list[tuple[HalfMessage, HalfState]]) -> None:
+        """Checks still awaiting an answer when their message is resolved (never checked: nothing to do).
+
+        A polling producer answers a check with its commit or rollback; a discarded message's
+        last check got no answer in time.
+        """
+        now = now_ms()
+        checked = [(half.message_id, target) for half, target in resolved if half.check_times > 0]
+        for target, answer in _CHECK_ANSWERS.items():
+            ids = [message_id for message_id, state in checked if state is target]
+            if ids:
+                polled_only = target is not HalfState.DISCARDED
+                store.settle_awaited_checks(conn, ids, answer, now, polled_only=polled_only)
 
     def _body_moves(
         self, conn: Connection, todo: list[tuple[int, HalfMessage, _ResolveRequest]]

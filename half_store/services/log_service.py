@@ -5,7 +5,8 @@ from __future__ import annotations
 import itertools
 import time
 from collections import defaultdict
-from collections.abc import Awaitable, Callable, Sequence
+from collections.abc import AsyncIterator, Awaitable, Callable, Sequence
+from contextlib import asynccontextmanager
 
 from sqlalchemy import Connection
 
@@ -22,7 +23,6 @@ from half_store.domain.records import (
     GroupOffset,
     OffsetCommit,
     PackedList,
-    PartitionState,
     ProducerStamp,
     Record,
     StoredMessage,
@@ -54,14 +54,26 @@ class LogService:
         found = await self.store.read(log_store.list_topics)
         return [t for t in found if include_system or not is_system_topic(t.name)]
 
-    async def describe(self, name: str) -> tuple[Topic, list[PartitionState]]:
-        topic = await self.store.topic(name)
-        return topic, await self.store.read(lambda conn: log_store.partition_states(conn, topic))
-
     async def writable_topic(self, name: str) -> Topic:
         if is_system_topic(name):
             raise ReservedTopic(f"{name!r} is a system topic; clients cannot write to it")
         return await self.store.topic(name)
+
+    @asynccontextmanager
+    async def partition_rows_of(self, topic: Topic) -> AsyncIterator[None]:
+        """Around database work on partitions ``topic`` lists: a missing row means the topic is gone.
+
+        Partitions are never removed, so if the database lacks one the topic (as this process
+        knew it) was deleted: the cache forgets it and the caller gets 404 TOPIC_NOT_FOUND, or,
+        if a topic of that name exists again, the original error. A long poll on a topic that
+        is deleted meanwhile ends this way too.
+        """
+        try:
+            yield
+        except PartitionNotFound:
+            self.store.forget_topic(topic.name)
+            await self.store.topic(topic.name)  # TopicNotFound when it is gone
+            raise
 
     # -- produce --------------------------------------------------------------------------
 
@@ -86,7 +98,8 @@ class LogService:
         for index, partition in enumerate(chosen):
             by_partition[partition].append(index)
         placed = {p: [records[i] for i in indexes] for p, indexes in by_partition.items()}
-        bases = await self.store.append(AppendRequest(topic, placed))
+        async with self.partition_rows_of(topic):
+            bases = await self.store.append(AppendRequest(topic, placed))
         self.notifier.notify((topic.topic_id, p) for p in by_partition)
         offsets: list[tuple[int, int]] = [(0, 0)] * len(records)
         for partition, indexes in by_partition.items():
@@ -101,9 +114,10 @@ class LogService:
         topic = await self.writable_topic(topic_name)
         check_partition(topic, partition)
 
-        result = await self.store.write_merged(
-            STAMPED_APPEND, StampedAppend(topic, partition, records, stamp), locks=[(topic.topic_id, partition)]
-        )
+        async with self.partition_rows_of(topic):
+            result = await self.store.write_merged(
+                STAMPED_APPEND, StampedAppend(topic, partition, records, stamp), locks=[(topic.topic_id, partition)]
+            )
         if not result.duplicate:
             self.notifier.notify([(topic.topic_id, partition)])
         return result
@@ -127,18 +141,19 @@ class LogService:
         def read(conn: Connection) -> FetchResult:
             return read_partition(conn, topic, partition, offset, max_messages, isolation)
 
-        result = await self.store.read(read)
-        if max_wait_ms <= 0 or result.messages or result.next_offset != offset:
-            return result
-        deadline = time.monotonic() + max_wait_ms / 1000
-        async with self.notifier.admitted():
-            while (remaining := deadline - time.monotonic()) > 0:
-                await self.notifier.wait([(topic.topic_id, partition)], remaining)
-                if client_gone is not None and await client_gone():
-                    break
-                result = await self.store.read(read)
-                if result.messages or result.next_offset != offset:
-                    break
+        async with self.partition_rows_of(topic):
+            result = await self.store.read(read)
+            if max_wait_ms <= 0 or result.messages or result.next_offset != offset:
+                return result
+            deadline = time.monotonic() + max_wait_ms / 1000
+            async with self.notifier.admitted():
+                while (remaining := deadline - time.monotonic()) > 0:
+                    await self.notifier.wait([(topic.topic_id, partition)], remaining)
+                    if client_gone is not None and await client_gone():
+                        break
+                    result = await self.store.read(read)
+                    if result.messages or result.next_offset != offset:
+                        break
         return result
 
     # -- consumer groups ------------------------------------------------------------------------
@@ -155,7 +170,17 @@ class LogService:
                 conn, group, [(t.topic_id, c.partition, c.offset, c.metadata) for t, c in resolved]
             )
 
-        await self.store.write(unit)
+        await self._write_for_topics([t for t, _ in resolved], unit)
+
+    async def _write_for_topics(self, found: list[Topic], unit: Callable[[Connection], None]) -> None:
+        """Write ``unit``; a missing partition row of one of ``found`` means that topic was deleted."""
+        try:
+            await self.store.write(unit)
+        except PartitionNotFound as error:
+            for topic in found:
+                self.store.forget_topic(topic.name)
+                await self.store.topic(topic.name)
+            raise error
 
     async def group_offsets(self, group: str) -> list[GroupOffset]:
         return await self.store.read(lambda conn: group_store.group_offsets_with_lag(conn, group))

@@ -26,7 +26,11 @@ def commit_offsets(conn: Connection, group: str, offsets: Sequence[tuple[int, in
 
 
 def group_offsets_with_lag(conn: Connection, group: str) -> list[GroupOffset]:
-    """The group's committed offsets; lag is measured to the high watermark, as Kafka's tools do."""
+    """The group's committed offsets; lag is measured to the high watermark, as Kafka's tools do.
+
+    An offset that retention has left behind (below the log start offset) lags by what is
+    still there to read: from the log start, where a consumer resuming has to start.
+    """
     rows = conn.execute(
         select(
             topics.c.name,
@@ -34,6 +38,7 @@ def group_offsets_with_lag(conn: Connection, group: str) -> list[GroupOffset]:
             group_offsets.c.offset,
             group_offsets.c.metadata,
             partitions.c.next_offset,
+            partitions.c.log_start_offset,
         )
         .join(topics, topics.c.topic_id == group_offsets.c.topic_id)
         .join(
@@ -44,5 +49,6 @@ def group_offsets_with_lag(conn: Connection, group: str) -> list[GroupOffset]:
         .order_by(topics.c.name, group_offsets.c.partition)
     )
     return [
-        GroupOffset(name, int(p), int(o), meta, max(int(hw) - int(o), 0)) for name, p, o, meta, hw in rows
+        GroupOffset(name, int(p), int(o), meta, max(int(hw) - max(int(o), int(start)), 0), int(start))
+        for name, p, o, meta, hw, start in rows
     ]

@@ -5,13 +5,15 @@ from __future__ import annotations
 from collections.abc import Sequence
 from dataclasses import dataclass
 
-from sqlalchemy import Connection, and_, bindparam, delete, func, insert, select, update
+from sqlalchemy import Connection, and_, bindparam, delete, func, insert, literal, select, update
 from sqlalchemy.exc import IntegrityError
 
-from half_store.domain.half_records import HalfMessage, Listener, Resolution
+from half_store.domain.constants import CHECK_HISTORY_KEPT, POLLER_PREFIX
+from half_store.domain.half_records import CheckAnswer, CheckRecord, CheckSent, HalfMessage, Listener, Resolution
 from half_store.domain.half_state import HalfState, HalfTransition
 from half_store.domain.records import Topic, now_ms
 from half_store.storage.schema import (
+    half_checks,
     half_messages,
     half_resolutions,
     producer_listeners,
@@ -213,13 +215,130 @@ def insert_resolutions(conn: Connection, resolutions: Sequence[NewResolution]) -
 
 
 def purge_resolved(conn: Connection, resolved_before: int, limit: int) -> int:
-    """Forget resolutions older than the retention (their log entries go with truncation)."""
+    """Forget resolutions older than the retention (their log entries go with truncation).
+
+    Each delete states its condition again, so a recheck that reopens one of these
+    messages meanwhile (another broker process, on PostgreSQL) keeps it: a reopened
+    message has a next check time and no resolution row.
+    """
     expired = select(half_resolutions.c.message_id).where(half_resolutions.c.resolved_at < resolved_before).limit(limit)
     ids = [row[0] for row in conn.execute(expired)]
     if ids:
-        conn.execute(delete(half_messages).where(half_messages.c.message_id.in_(ids)))
-        conn.execute(delete(half_resolutions).where(half_resolutions.c.message_id.in_(ids)))
+        conn.execute(
+            delete(half_messages).where(half_messages.c.message_id.in_(ids), half_messages.c.next_check_at.is_(None))
+        )
+        conn.execute(
+            delete(half_resolutions).where(
+                half_resolutions.c.message_id.in_(ids), half_resolutions.c.resolved_at < resolved_before
+            )
+        )
+        still_indexed = select(half_messages.c.message_id).where(half_messages.c.message_id.in_(ids))
+        conn.execute(
+            delete(half_checks).where(half_checks.c.message_id.in_(ids), half_checks.c.message_id.not_in(still_indexed))
+        )
     return len(ids)
+
+
+# -- recheck -----------------------------------------------------------------------------------
+
+
+def reopen_discarded(conn: Connection, message_id: str, next_check_at: int) -> bool:
+    """DISCARDED → PREPARED: drop the DISCARDED resolution and count checks from 0 again.
+
+    The delete is the compare-and-set: it matches only a DISCARDED resolution, so of two
+    racing rechecks one reopens the message, and a committed or rolled-back message is
+    never reopened. False if this call did not reopen it.
+    """
+    dropped = conn.execute(
+        delete(half_resolutions).where(
+            half_resolutions.c.message_id == message_id, half_resolutions.c.outcome == HalfState.DISCARDED.value
+        )
+    ).rowcount
+    if not dropped:
+        return False
+    reopened = conn.execute(
+        update(half_messages)
+        .where(half_messages.c.message_id == message_id, half_messages.c.next_check_at.is_(None))
+        .values(check_times=0, next_check_at=next_check_at)
+    ).rowcount
+    return bool(reopened)
+
+
+# -- check history -------------------------------------------------------------------------------
+
+
+def record_checks_sent(conn: Connection, sent: Sequence[CheckSent], at: int, answer: CheckAnswer | None) -> None:
+    """Add claimed checks to their messages' history (awaiting an answer, unless ``answer`` is known).
+
+    A message's earlier check still awaiting an answer got none in time: it becomes TIMEOUT.
+    """
+    if not sent:
+        return
+    ids = [check.message_id for check in sent]
+    conn.execute(
+        update(half_checks)
+        .where(half_checks.c.message_id.in_(ids), half_checks.c.answer.is_(None))
+        .values(answer=CheckAnswer.TIMEOUT.value, latency_ms=literal(at) - half_checks.c.at_ms)
+    )
+    upsert(
+        conn,
+        half_checks,
+        [
+            {
+                "message_id": check.message_id,
+                "slot": check.number % CHECK_HISTORY_KEPT,
+                "at_ms": at,
+                "instance_id": check.instance_id,
+                "answer": None if answer is None else answer.value,
+                "latency_ms": None if answer is None else 0,
+            }
+            for check in sent
+        ],
+        keys=("message_id", "slot"),
+    )
+
+
+def record_check_answer(conn: Connection, message_id: str, number: int, answer: CheckAnswer, latency_ms: int) -> None:
+    """The answer to a check still awaiting one (a later check may have timed it out already)."""
+    conn.execute(
+        update(half_checks)
+        .where(
+            half_checks.c.message_id == message_id,
+            half_checks.c.slot == number % CHECK_HISTORY_KEPT,
+            half_checks.c.answer.is_(None),
+        )
+        .values(answer=answer.value, latency_ms=latency_ms)
+    )
+
+
+def settle_awaited_checks(
+    conn: Connection, message_ids: Sequence[str], answer: CheckAnswer, now: int, *, polled_only: bool
+) -> None:
+    """Give the checks of ``message_ids`` still awaiting an answer this one.
+
+    ``polled_only``: only checks handed to polling producers, whose answer is their commit or
+    rollback (a callback's answer comes back from the call itself).
+    """
+    query = update(half_checks).where(half_checks.c.message_id.in_(list(message_ids)), half_checks.c.answer.is_(None))
+    if polled_only:
+        query = query.where(half_checks.c.instance_id.like(POLLER_PREFIX + "%"))
+    conn.execute(query.values(answer=answer.value, latency_ms=literal(now) - half_checks.c.at_ms))
+
+
+def _answer(stored: str | None) -> CheckAnswer | None:
+    return None if stored is None else CheckAnswer(stored)
+
+
+def checks_of(conn: Connection, message_id: str) -> list[CheckRecord]:
+    rows = conn.execute(
+        select(half_checks.c.at_ms, half_checks.c.instance_id, half_checks.c.answer, half_checks.c.latency_ms)
+        .where(half_checks.c.message_id == message_id)
+        .order_by(half_checks.c.at_ms, half_checks.c.slot)
+    )
+    return [
+        CheckRecord(int(at), instance, _answer(answer), None if latency is None else int(latency))
+        for at, instance, answer, latency in rows
+    ]
 
 
 def oldest_retained_offsets(conn: Connection) -> tuple[int | None, int | None]:
@@ -288,3 +407,28 @@ def delete_expired_listeners(conn: Connection, now: int) -> int:
         ).rowcount
         or 0
     )
+
+
+# -- checker status --------------------------------------------------------------------------------
+
+
+def prepared_by_group(conn: Connection) -> dict[str, tuple[int, int]]:
+    """Per producer group: how many half messages are prepared and the oldest one's born timestamp.
+
+    A half message is prepared exactly while it has a next check time (the check index).
+    """
+    rows = conn.execute(
+        select(half_messages.c.producer_group, func.count(), func.min(half_messages.c.born_timestamp))
+        .where(half_messages.c.next_check_at.isnot(None))
+        .group_by(half_messages.c.producer_group)
+    )
+    return {str(group): (int(count), int(oldest)) for group, count, oldest in rows}
+
+
+def live_listener_counts(conn: Connection, now: int) -> dict[str, int]:
+    rows = conn.execute(
+        select(producer_listeners.c.producer_group, func.count())
+        .where(producer_listeners.c.heartbeat_at + producer_listeners.c.ttl_seconds * 1000 >= now)
+        .group_by(producer_listeners.c.producer_group)
+    )
+    return {str(group): int(count) for group, count in rows}

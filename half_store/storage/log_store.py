@@ -31,6 +31,7 @@ from half_store.domain.records import (
     now_ms,
 )
 from half_store.storage.schema import (
+    deleted_topics,
     messages,
     partitions,
     topics,
@@ -40,14 +41,26 @@ from half_store.storage.schema import (
 # -- topics -------------------------------------------------------------------------
 
 
+# SQLite gives a new row the highest id + 1, so deleting the newest topic would let the next
+# one take its id: a write still holding the old id would land in the new topic. Ids of
+# deleted topics are remembered, and SQLite gets an explicit id past all of them
+# (PostgreSQL's sequence never goes back).
+_NEXT_SQLITE_TOPIC_ID = select(
+    func.max(
+        func.coalesce(select(func.max(topics.c.topic_id)).scalar_subquery(), 0),
+        func.coalesce(select(func.max(deleted_topics.c.topic_id)).scalar_subquery(), 0),
+    )
+    + 1
+).scalar_subquery()
+
+
 def create_topic(conn: Connection, name: str, partition_count: int) -> Topic:
+    values: dict[str, object] = {"name": name, "partitions": partition_count, "created_at": now_ms()}
+    if conn.dialect.name == "sqlite":
+        values["topic_id"] = _NEXT_SQLITE_TOPIC_ID
     try:
         with conn.begin_nested():
-            topic_id = conn.execute(
-                insert(topics).values(name=name, partitions=partition_count, created_at=now_ms()).returning(
-                    topics.c.topic_id
-                )
-            ).scalar_one()
+            topic_id = conn.execute(insert(topics).values(**values).returning(topics.c.topic_id)).scalar_one()
     except IntegrityError as error:
         raise TopicExists(f"topic {name!r} already exists") from error
     conn.execute(
@@ -300,21 +313,44 @@ def partition_state(conn: Connection, topic: Topic, partition: int) -> Partition
 
 
 def partition_states(conn: Connection, topic: Topic) -> list[PartitionState]:
+    """Every partition's offsets, and the open transaction that holds its last stable offset back, if any."""
     bounds = conn.execute(
         select(partitions.c.partition, partitions.c.log_start_offset, partitions.c.next_offset)
         .where(partitions.c.topic_id == topic.topic_id)
         .order_by(partitions.c.partition)
     ).all()
-    held = dict(
-        conn.execute(
-            select(transaction_partitions.c.partition, func.min(transaction_partitions.c.first_offset))
-            .where(transaction_partitions.c.topic_id == topic.topic_id, transaction_partitions.c.marker_offset.is_(None))
-            .group_by(transaction_partitions.c.partition)
-        ).all()
+    # Only open transactions' rows (a partial index): few, so the lowest per partition is found here.
+    blocking: dict[int, tuple[int, str]] = {}
+    for partition, txn_id, first_offset in conn.execute(
+        select(
+            transaction_partitions.c.partition, transaction_partitions.c.txn_id, transaction_partitions.c.first_offset
+        ).where(transaction_partitions.c.topic_id == topic.topic_id, transaction_partitions.c.marker_offset.is_(None))
+    ):
+        held = blocking.get(int(partition))
+        if held is None or int(first_offset) < held[0]:
+            blocking[int(partition)] = (int(first_offset), str(txn_id))
+    states = []
+    for p, start, hw in bounds:
+        held = blocking.get(int(p))
+        lso = int(hw) if held is None else min(held[0], int(hw))
+        states.append(PartitionState(int(p), int(start), int(hw), lso, None if held is None else held[1]))
+    return states
+
+
+def existing_topics_locked(conn: Connection, topic_ids: Sequence[int]) -> set[int]:
+    """Which of ``topic_ids`` still exist, their rows share-locked until the transaction ends.
+
+    A write that refers to a topic without appending to it (a half message's prepare)
+    takes this, so a topic deletion either waits for it, and then sees what it wrote, or
+    has gone first, and then the write finds the topic gone. ``FOR KEY SHARE`` does not
+    block appends; SQLite has one writer at a time anyway.
+    """
+    found = conn.execute(
+        select(topics.c.topic_id)
+        .where(topics.c.topic_id.in_(list(topic_ids)))
+        .with_for_update(read=True, key_share=True)
     )
-    return [
-        PartitionState(int(p), int(start), int(hw), min(int(held.get(p, hw)), int(hw))) for p, start, hw in bounds
-    ]
+    return {int(row[0]) for row in found}
 
 
 _READ_RANGE = (
@@ -400,11 +436,19 @@ def aborted_transactions(conn: Connection, topic_id: int, partition: int, start:
 # -- retention --------------------------------------------------------------------------
 
 
-def truncate_before(conn: Connection, topic: Topic, partition: int, offset: int) -> int:
-    """Drop messages below ``offset`` and advance the log start offset; returns rows removed."""
+def truncate_before(conn: Connection, topic: Topic, partition: int, offset: int, log_start: int = 0) -> int:
+    """Drop messages below ``offset`` and advance the log start offset; returns rows removed.
+
+    ``log_start``: where the partition starts now, if known. The delete then scans only
+    [log_start, offset): on PostgreSQL the index still holds the rows deleted by earlier
+    truncations until vacuum, and a scan from offset 0 would step over all of them.
+    """
     removed = conn.execute(
         messages.delete().where(
-            messages.c.topic_id == topic.topic_id, messages.c.partition == partition, messages.c.offset < offset
+            messages.c.topic_id == topic.topic_id,
+            messages.c.partition == partition,
+            messages.c.offset >= log_start,
+            messages.c.offset < offset,
         )
     ).rowcount
     conn.execute(

@@ -274,3 +274,63 @@ auth_version = Table(
     Column("id", Integer, primary_key=True, autoincrement=False),
     Column("version", BigInteger, nullable=False),
 )
+
+# -- operations and administration (issue 21) ----------------------------------------------
+
+# A topic's own settings; a NULL value (or no row) means the broker's default
+# (HALFMQ_RETENTION_MS / HALFMQ_RETENTION_BYTES), -1 means keep forever.
+topic_configs = Table(
+    "topic_configs",
+    metadata,
+    Column("topic_id", Integer, primary_key=True, autoincrement=False),
+    Column("retention_ms", BigInteger, nullable=True),
+    Column("retention_bytes", BigInteger, nullable=True),
+    Column("updated_at", BigInteger, nullable=False),
+)
+
+# Topics that were deleted. Their ids are never handed out again (SQLite would otherwise
+# reuse the highest id), and their messages are removed in bounded batches afterwards
+# by the retention job, until ``purged``.
+deleted_topics = Table(
+    "deleted_topics",
+    metadata,
+    Column("topic_id", Integer, primary_key=True, autoincrement=False),
+    Column("name", String(249), nullable=False),
+    Column("deleted_at", BigInteger, nullable=False),
+    Column("purged", Boolean, nullable=False, default=False),
+)
+
+# Size-based retention counts each message's bytes once when it passes ``counted_to``
+# and subtracts them when retention deletes it: ``counted_bytes`` is the size of the
+# partition's messages in [log_start_offset, counted_to).
+retention_cursors = Table(
+    "retention_cursors",
+    metadata,
+    Column("topic_id", Integer, primary_key=True, autoincrement=False),
+    Column("partition", Integer, primary_key=True, autoincrement=False),
+    Column("counted_to", BigInteger, nullable=False),
+    Column("counted_bytes", BigInteger, nullable=False),
+)
+
+# The last few back-checks of each half message, a ring of CHECK_HISTORY_KEPT slots per
+# message (slot = the check's number modulo that), so it stays bounded without deletes.
+# ``answer`` is NULL while the check awaits its answer.
+half_checks = Table(
+    "half_checks",
+    metadata,
+    Column("message_id", String(64), primary_key=True),
+    Column("slot", Integer, primary_key=True, autoincrement=False),
+    Column("at_ms", BigInteger, nullable=False),
+    Column("instance_id", String(255), nullable=True),
+    Column("answer", String(16), nullable=True),
+    Column("latency_ms", BigInteger, nullable=True),
+)
+
+# When each background job last finished a round, and in which broker process.
+job_rounds = Table(
+    "job_rounds",
+    metadata,
+    Column("job", String(64), primary_key=True),
+    Column("holder", String(128), nullable=False),
+    Column("finished_at", BigInteger, nullable=False),
+)

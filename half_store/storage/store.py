@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import contextlib
 import functools
+import time
 from collections.abc import Callable, Sequence
 from typing import TypeVar
 
@@ -33,6 +34,12 @@ APPEND: MergeKind[AppendRequest, dict[int, int]] = MergeKind("append", log_store
 # on the network: 4 threads did 474/s, 40 did 369/s and 1 did 250/s.
 DEFAULT_READ_THREADS = {"sqlite": 1, "postgresql": 4}
 
+# How long a topic looked up by name is trusted. Topics can be deleted and gain partitions;
+# this process forgets its entry at once when it makes the change, and other broker
+# processes on the same database see it within this long. (A write to a deleted topic
+# fails whatever the cache says: its partition rows are gone.)
+TOPIC_CACHE_SECONDS = 5.0
+
 
 class Store:
     def __init__(self, database: Database, *, read_threads: int | None = None) -> None:
@@ -45,8 +52,8 @@ class Store:
         self.writer = GroupCommitWriter(
             database.writer, prelock=prelock, on_commit=self._checkpointer.committed if self._checkpointer else None
         )
-        # Topics are never deleted or repartitioned, so a name once found stays valid.
-        self._topics: dict[str, Topic] = {}
+        # name -> (topic, when it was looked up). Ids are never reused, so the id map needs no expiry.
+        self._topics: dict[str, tuple[Topic, float]] = {}
         self._topics_by_id: dict[int, Topic] = {}
 
     @property
@@ -97,7 +104,7 @@ class Store:
     # -- topics ---------------------------------------------------------------------
 
     async def topic(self, name: str) -> Topic:
-        cached = self._topics.get(name)
+        cached = self._cached(name)
         if cached is not None:
             return cached
         found = await self.read(lambda conn: log_store.find_topic(conn, name))
@@ -107,7 +114,7 @@ class Store:
 
     def topic_sync(self, conn: Connection, name: str) -> Topic:
         """The topic inside a running unit (background jobs)."""
-        cached = self._topics.get(name)
+        cached = self._cached(name)
         if cached is not None:
             return cached
         found = log_store.find_topic(conn, name)
@@ -124,10 +131,22 @@ class Store:
             raise TopicNotFound(f"topic id {topic_id} does not exist")
         return self._remember(found)
 
+    def _cached(self, name: str) -> Topic | None:
+        entry = self._topics.get(name)
+        if entry is None or time.monotonic() - entry[1] > TOPIC_CACHE_SECONDS:
+            return None
+        return entry[0]
+
     def _remember(self, topic: Topic) -> Topic:
-        self._topics[topic.name] = topic
+        self._topics[topic.name] = (topic, time.monotonic())
         self._topics_by_id[topic.topic_id] = topic
         return topic
+
+    def forget_topic(self, name: str) -> None:
+        """Drop a topic from the cache: it was deleted or altered, or a write found it gone."""
+        entry = self._topics.pop(name, None)
+        if entry is not None:
+            self._topics_by_id.pop(entry[0].topic_id, None)
 
     def ensure_system_topics(self) -> None:
         """Create the hidden system topics if this database does not have them yet."""

@@ -10,6 +10,8 @@ from sqlalchemy import Connection, bindparam, delete, insert, select, update
 from half_store.domain.records import now_ms
 from half_store.domain.txn_state import UNFINISHED_STATES, TxnState, TxnTransition
 from half_store.storage.schema import (
+    producers,
+    topics,
     transaction_offsets,
     transaction_partitions,
     transactions,
@@ -275,3 +277,47 @@ def purge_finished(conn: Connection, ended_before: int, limit: int) -> int:
         conn.execute(delete(transaction_partitions).where(transaction_partitions.c.txn_id.in_(ids)))
         conn.execute(delete(transactions).where(transactions.c.txn_id.in_(ids)))
     return len(ids)
+
+
+# -- listing (Kafka's kafka-transactions.sh list / find-hanging) ------------------------------------
+
+
+@dataclass(frozen=True, slots=True)
+class ListedTransaction:
+    row: TransactionRow
+    transactional_id: str | None
+    updated_at: int
+    partitions: list[tuple[str, int]]
+
+
+def list_transactions(
+    conn: Connection, states: Sequence[TxnState], started_before: int | None, transactional_id: str | None, limit: int
+) -> list[ListedTransaction]:
+    """Transactions matching the filters, oldest first (the longest-running, most likely hanging, lead)."""
+    query = (
+        select(*_COLUMNS, producers.c.transactional_id, transactions.c.updated_at)
+        .outerjoin(producers, producers.c.producer_id == transactions.c.producer_id)
+        .order_by(transactions.c.started_at, transactions.c.txn_id)
+        .limit(limit)
+    )
+    if states:
+        query = query.where(transactions.c.state.in_([s.value for s in states]))
+    if started_before is not None:
+        query = query.where(transactions.c.started_at <= started_before)
+    if transactional_id is not None:
+        query = query.where(producers.c.transactional_id == transactional_id)
+    found = [(_row(values[: len(_COLUMNS)]), values[-2], int(values[-1])) for values in conn.execute(query)]
+    names: dict[str, list[tuple[str, int]]] = {}
+    if found:
+        rows = conn.execute(
+            select(transaction_partitions.c.txn_id, topics.c.name, transaction_partitions.c.partition)
+            .join(topics, topics.c.topic_id == transaction_partitions.c.topic_id)
+            .where(transaction_partitions.c.txn_id.in_([txn.txn_id for txn, _, _ in found]))
+            .order_by(topics.c.name, transaction_partitions.c.partition)
+        )
+        for txn_id, topic, partition in rows:
+            names.setdefault(str(txn_id), []).append((str(topic), int(partition)))
+    return [
+        ListedTransaction(txn, None if tid is None else str(tid), updated, names.get(txn.txn_id, []))
+        for txn, tid, updated in found
+    ]

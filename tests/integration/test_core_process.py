@@ -113,3 +113,25 @@ def test_readiness_and_metrics_come_from_both_processes(client: TestClient) -> N
     assert "halfmq_core_process_resident_memory_bytes" in metrics
     families = re.findall(r"^# TYPE (\S+)", metrics, re.MULTILINE)
     assert len(families) == len(set(families)), "a metric family is reported twice"
+
+
+def test_the_admin_calls_cross_to_the_core(client: TestClient) -> None:
+    create_topic(client, "t")
+    altered = client.patch("/v1/topics/t", json={"partitions": 2, "retention_bytes": 1000})
+    assert altered.status_code == 200
+    assert (len(altered.json()["partitions"]), altered.json()["config"]["retention_bytes"]) == (2, 1000)
+    assert error_code(client.patch("/v1/topics/t", json={"partitions": 1})) == "INVALID_PARTITIONS"
+    txn_id = client.post("/v1/transactions", json={}).json()["txn_id"]
+    client.post("/v1/topics/t/partitions/1/messages", json={"messages": [{"value": 1}], "txn_id": txn_id})
+    assert client.get("/v1/topics/t").json()["partitions"][1]["blocking_txn_id"] == txn_id
+    listed = client.get("/v1/transactions", params={"state": "OPEN"}).json()["transactions"]
+    assert [t["txn_id"] for t in listed] == [txn_id]
+    assert error_code(client.delete("/v1/topics/t")) == "TOPIC_IN_USE"
+    client.post(f"/v1/transactions/{txn_id}/abort")
+
+    half = client.post("/v1/half-messages", json={"topic": "t", "producer_group": "g", "value": 1}).json()
+    assert client.get(f"/v1/half-messages/{half['message_id']}").json()["checks"] == []
+    assert error_code(client.post(f"/v1/half-messages/{half['message_id']}/recheck")) == "ALREADY_RESOLVED"
+    assert client.get("/v1/checker").json()["prepared"] == 1
+    client.post(f"/v1/half-messages/{half['message_id']}/rollback")
+    assert client.delete("/v1/topics/t").status_code == 204

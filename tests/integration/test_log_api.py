@@ -17,7 +17,9 @@ def test_topics_are_created_listed_and_described(client: TestClient) -> None:
     assert client.get("/v1/topics").json() == {"topics": [{"name": "orders", "partitions": 3}]}
     described = client.get("/v1/topics/orders").json()
     assert described["name"] == "orders"
-    assert described["partitions"][2] == {"partition": 2, "log_start_offset": 0, "high_watermark": 0, "last_stable_offset": 0}
+    assert described["partitions"][2] == {
+        "partition": 2, "log_start_offset": 0, "high_watermark": 0, "last_stable_offset": 0, "blocking_txn_id": None
+    }
 
 
 def test_topic_errors(client: TestClient) -> None:
@@ -129,9 +131,10 @@ def test_group_offsets_with_lag(client: TestClient) -> None:
         },
     )
     assert committed.status_code == 200
+    at_log_start = {"log_start_offset": 0, "below_log_start": False}  # nothing deleted by retention
     assert client.get("/v1/groups/g/offsets").json()["offsets"] == [
-        {"topic": "t", "partition": 0, "offset": 3, "metadata": "m", "lag": 2},
-        {"topic": "t", "partition": 1, "offset": 0, "metadata": None, "lag": 0},
+        {"topic": "t", "partition": 0, "offset": 3, "metadata": "m", "lag": 2, **at_log_start},
+        {"topic": "t", "partition": 1, "offset": 0, "metadata": None, "lag": 0, **at_log_start},
     ]
     ahead = client.post("/v1/groups/g/offsets", json={"offsets": [{"topic": "t", "partition": 0, "offset": 6}]})
     assert (ahead.status_code, error_code(ahead)) == (416, "OFFSET_OUT_OF_RANGE")

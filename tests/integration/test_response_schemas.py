@@ -179,11 +179,24 @@ def test_every_route_answers_as_the_document_declares(client: TestClient) -> Non
     assert client.delete("/v1/producer-groups/pg/listeners/i1").status_code == 204
     assert client.delete("/v1/producer-groups/pg/listeners/i1").status_code == 404
     assert len(client.get("/v1/producer-groups/pg/checks").json()["checks"]) == 2
+    assert client.get("/v1/checker").json()["groups"]
+    assert client.delete("/v1/topics/orders").status_code == 409  # prepared half messages target it
     assert client.post(f"/v1/half-messages/{committed}/commit").json()["state"] == "COMMITTED"
     assert client.post(f"/v1/half-messages/{rolled_back}/rollback").json()["state"] == "ROLLED_BACK"
     assert client.post(f"/v1/half-messages/{committed}/rollback").status_code == 409
     assert client.get(f"/v1/half-messages/{committed}").json()["state"] == "COMMITTED"
     assert len(client.get("/v1/half-messages", params={"producer_group": "pg"}).json()["half_messages"]) == 2
+    given_up = client.post("/v1/half-messages", json={**binary, "transaction_id": "t-3"}).json()["message_id"]
+    client.portal.call(client.app.state.broker.halves.discard, given_up)  # type: ignore[attr-defined,union-attr]
+    assert client.post(f"/v1/half-messages/{given_up}/recheck").json()["state"] == "PREPARED"
+    assert client.post(f"/v1/half-messages/{given_up}/recheck").status_code == 409
+
+    # Administration: alter and delete topics, list transactions.
+    assert client.patch("/v1/topics/orders", json={"retention_ms": 3_600_000}).json()["config"]
+    assert client.patch("/v1/topics/orders", json={"partitions": 1}).status_code == 422
+    create_topic(client, "scratch", 1)
+    assert client.delete("/v1/topics/scratch").status_code == 204
+    assert client.get("/v1/transactions").json()["transactions"]
 
     # Access: principals, tokens and ACLs (with auth off, as here, anyone may manage them).
     assert client.post("/v1/principals", json={"name": "svc"}).status_code == 201

@@ -142,6 +142,19 @@ def _acl_delete(world: World) -> tuple[Request, list[Grant]]:
     return ("DELETE", f"/v1/acls/{acl['acl_id']}", None), [("cluster", "cluster", "alter")]
 
 
+def _recheck(world: World) -> tuple[Request, list[Grant]]:
+    message_id = world.half_message()
+    broker = world.admin.app.state.broker  # type: ignore[attr-defined]
+    world.admin.portal.call(broker.halves.discard, message_id)  # type: ignore[union-attr]  # as the checker gives up
+    grants = [("producer_group", "pg", "write"), ("topic", "orders", "write")]
+    return ("POST", f"/v1/half-messages/{message_id}/recheck", None), grants
+
+
+def _topic_delete(world: World) -> tuple[Request, list[Grant]]:
+    world.call("POST", "/v1/topics", {"name": (name := world.fresh("doomed"))})
+    return ("DELETE", f"/v1/topics/{name}", None), [("topic", name, "alter")]
+
+
 def _fixed(request: Request, grants: list[Grant]) -> Callable[[World], tuple[Request, list[Grant]]]:
     return lambda world: (request, grants)
 
@@ -298,6 +311,13 @@ CASES: dict[tuple[str, str], list[Case]] = {
     ],
     ("GET", "/v1/acls"): [Case(_fixed(("GET", "/v1/acls", None), CLUSTER_DESCRIBE))],
     ("DELETE", "/v1/acls/{acl_id}"): [Case(_acl_delete)],
+    ("PATCH", "/v1/topics/{topic}"): [
+        Case(_fixed(("PATCH", "/v1/topics/orders", {"retention_ms": 3_600_000}), [("topic", "orders", "alter")]))
+    ],
+    ("DELETE", "/v1/topics/{topic}"): [Case(_topic_delete)],
+    ("GET", "/v1/transactions"): [Case(_fixed(("GET", "/v1/transactions", None), CLUSTER_DESCRIBE))],
+    ("GET", "/v1/checker"): [Case(_fixed(("GET", "/v1/checker", None), CLUSTER_DESCRIBE))],
+    ("POST", "/v1/half-messages/{message_id}/recheck"): [Case(_recheck)],
 }
 
 

@@ -3,21 +3,26 @@
 A hypothesis state machine resolves one half message the way
 ``HalfMessageService._resolve`` decides (the producer committing or rolling back,
 retrying, the checker answering, the checker discarding after check_max, in any
-order): the first resolution wins, a repeat of it is answered with the same
-state, any other one is refused, and only edges of ``TRANSITIONS`` are taken.
+order), and an operator rechecking it: the first resolution wins, a repeat of
+it is answered with the same state, any other one is refused, only edges of
+``TRANSITIONS`` are taken, and only a discarded message is ever reopened, so a
+message is committed at most once however many times it is rechecked.
 """
 
 from __future__ import annotations
 
+import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
 from hypothesis.stateful import RuleBasedStateMachine, invariant, rule
 
+from half_store.domain.errors import AlreadyResolved
 from half_store.domain.half_state import (
     TRANSITIONS,
     HalfState,
     is_transition_valid,
     repeats,
+    transition,
 )
 
 states = st.sampled_from(list(HalfState))
@@ -33,8 +38,20 @@ def test_every_state_has_a_row() -> None:
 @given(states, states)
 def test_is_transition_valid_is_the_table(source: HalfState, target: HalfState) -> None:
     assert is_transition_valid(source, target) == (target in TRANSITIONS[source])
-    # Only a prepared message moves, and only to a resolution: at most one transition ever.
-    assert is_transition_valid(source, target) == (source is HalfState.PREPARED and target.is_resolved)
+    # A prepared message moves to a resolution; the one way back is a recheck of a discarded one.
+    resolves = source is HalfState.PREPARED and target.is_resolved
+    rechecks = (source, target) == (HalfState.DISCARDED, HalfState.PREPARED)
+    assert is_transition_valid(source, target) == (resolves or rechecks)
+
+
+@settings(deadline=None)
+@given(states, states)
+def test_transition_refuses_what_the_table_lacks(source: HalfState, target: HalfState) -> None:
+    if is_transition_valid(source, target):
+        assert transition(source, target, "half message m-1") == (source, target)
+    else:
+        with pytest.raises(AlreadyResolved):
+            transition(source, target, "half message m-1")
 
 
 @settings(deadline=None)
@@ -47,17 +64,17 @@ def test_repeats_only_the_same_resolution(current: HalfState, requested: HalfSta
 
 @settings(deadline=None)
 @given(states)
-def test_resolved_states_are_absorbing(state: HalfState) -> None:
+def test_committed_and_rolled_back_are_final(state: HalfState) -> None:
     assert state.is_resolved == (state is not HalfState.PREPARED)
-    assert (not TRANSITIONS[state]) == state.is_resolved
+    assert (not TRANSITIONS[state]) == (state in (HalfState.COMMITTED, HalfState.ROLLED_BACK))
 
 
 class OneHalfMessage(RuleBasedStateMachine):
     def __init__(self) -> None:
         super().__init__()
         self.state = HalfState.PREPARED
-        self.moves = 0
-        self.answered: set[HalfState] = set()
+        self.commits = 0  # resolutions to COMMITTED: the message went to its topic
+        self.answered: set[HalfState] = set()  # outcomes answered since the last recheck
 
     @rule(wanted=st.sampled_from(RESOLUTIONS), who=st.sampled_from(["producer", "checker", "other-broker"]))
     def resolve(self, wanted: HalfState, who: str) -> None:
@@ -69,14 +86,26 @@ class OneHalfMessage(RuleBasedStateMachine):
             return
         assert is_transition_valid(self.state, wanted)
         self.state = wanted
-        self.moves += 1
+        self.commits += wanted is HalfState.COMMITTED
         self.answered.add(wanted)
 
+    @rule()
+    def recheck(self) -> None:
+        """An operator's recheck, as ``HalfMessageService.recheck`` decides it (409 unless DISCARDED)."""
+        if not is_transition_valid(self.state, HalfState.PREPARED):
+            assert self.state is not HalfState.DISCARDED
+            return
+        assert self.state is HalfState.DISCARDED
+        self.state = HalfState.PREPARED
+        self.answered = set()
+
     @invariant()
-    def resolved_once(self) -> None:
-        assert self.moves <= 1
+    def committed_at_most_once(self) -> None:
+        assert self.commits <= 1
         assert len(self.answered) <= 1
         assert self.answered <= {self.state}
+        if self.commits:
+            assert self.state is HalfState.COMMITTED  # nothing leaves COMMITTED
 
 
 TestOneHalfMessage = OneHalfMessage.TestCase

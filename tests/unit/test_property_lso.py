@@ -9,7 +9,8 @@ After every step ``half_store.services.log_service.read_partition`` must agree w
 is just a list per partition:
 
 - the last stable offset is the first offset of the earliest open transaction on
-  the partition, or the high watermark (and ``partition_states`` says the same);
+  the partition, or the high watermark (and ``partition_states`` says the same, naming
+  that transaction as the partition's ``blocking_txn_id``);
 - paging ``read_committed`` from any start offset, with any page size, following
   ``next_offset``, returns exactly the non-transactional and committed messages
   below the LSO, in order, never an aborted one and never a control marker;
@@ -21,7 +22,7 @@ from __future__ import annotations
 import itertools
 import os
 from collections.abc import Iterator
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 from typing import Any
 
 import orjson
@@ -74,6 +75,11 @@ class Model:
     def lso(self, partition: int) -> int:
         held = [f[partition] for t, f in self.first.items() if self.status[t] == "open" and partition in f]
         return min(held, default=len(self.log[partition]))
+
+    def blocker(self, partition: int) -> str | None:
+        """The open transaction whose first write on the partition is the LSO."""
+        held = [(f[partition], t) for t, f in self.first.items() if self.status[t] == "open" and partition in f]
+        return min(held)[1] if held else None
 
     def committed_view(self, partition: int, start: int) -> list[tuple[int, str]]:
         return [
@@ -155,7 +161,8 @@ def check_against_model(conn: Connection, topic: Topic, model: Model, data: st.D
     described = {s.partition: s for s in log_store.partition_states(conn, topic)}
     for partition in range(PARTITIONS):
         state = log_store.partition_state(conn, topic, partition)
-        assert state == described[partition]
+        assert state == replace(described[partition], blocking_txn_id=None)
+        assert described[partition].blocking_txn_id == model.blocker(partition)
         assert state.high_watermark == len(model.log[partition])
         assert state.last_stable_offset == model.lso(partition), (partition, model)
         start = data.draw(st.integers(0, state.last_stable_offset), label=f"start p{partition}")

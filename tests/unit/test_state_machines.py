@@ -66,7 +66,9 @@ def test_half_message_transitions() -> None:
         assert half_transition_valid(HalfState.PREPARED, outcome)
         assert outcome.is_resolved
         for other in HalfState:
-            assert not half_transition_valid(outcome, other)  # resolved at most once
+            # Resolved at most once; only a discarded message can be rechecked (back to PREPARED).
+            reopens = (outcome, other) == (HalfState.DISCARDED, HalfState.PREPARED)
+            assert half_transition_valid(outcome, other) == reopens
     assert not HalfState.PREPARED.is_resolved
     assert repeats(HalfState.COMMITTED, HalfState.COMMITTED)
     assert not repeats(HalfState.ROLLED_BACK, HalfState.COMMITTED)
