@@ -9,9 +9,10 @@ from dataclasses import dataclass
 
 from checker.jobs import BackgroundJobs
 from half_store.domain.errors import StorageUnavailable
-from half_store.metrics import LONG_POLL_WAITERS, core_metrics
+from half_store.metrics import GROUP_MEMBERS, LONG_POLL_WAITERS, core_metrics
 from half_store.services.check_polling import CheckPolling
 from half_store.services.coordinator import Coordinator
+from half_store.services.group_coordinator import GroupCoordinator
 from half_store.services.half_messages import HalfMessageService
 from half_store.services.log_service import LogService
 from half_store.services.notifier import PartitionNotifier
@@ -31,6 +32,7 @@ class Broker:
     coordinator: Coordinator
     halves: HalfMessageService
     polling: CheckPolling
+    groups: GroupCoordinator
 
     @classmethod
     def open(cls, settings: Settings) -> Broker:
@@ -46,6 +48,7 @@ class Broker:
             coordinator=Coordinator(log_service, settings),
             halves=halves,
             polling=CheckPolling(halves, settings, notifier),
+            groups=GroupCoordinator(store, settings),
         )
 
     async def ready(self) -> bool:
@@ -59,6 +62,14 @@ class Broker:
     async def metrics(self) -> bytes:
         """The core's metrics in Prometheus text format."""
         LONG_POLL_WAITERS.set(self.log.notifier.waiting)
+        try:
+            counts = await self.groups.live_member_counts()
+        except StorageUnavailable:
+            counts = None  # the other metrics still answer; the gauge keeps its last values
+        if counts is not None:
+            GROUP_MEMBERS.clear()  # a group whose members are all gone drops out instead of staying at its last count
+            for group, members in counts.items():
+                GROUP_MEMBERS.labels(group).set(members)
         return core_metrics()
 
 
@@ -74,7 +85,7 @@ async def running_broker(settings: Settings) -> AsyncIterator[Broker]:
         recovered = await broker.coordinator.complete_prepared()
         if recovered:
             log.info("completed %d transactions left prepared by a crash", recovered)
-        jobs = BackgroundJobs(broker.store, broker.halves, broker.coordinator, settings)
+        jobs = BackgroundJobs(broker.store, broker.halves, broker.coordinator, settings, broker.groups)
         if settings.run_checker:
             jobs.start()
         try:

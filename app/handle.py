@@ -7,6 +7,7 @@ from typing import TYPE_CHECKING, Protocol
 if TYPE_CHECKING:
     from half_store.services.check_polling import CheckPolling
     from half_store.services.coordinator import Coordinator
+    from half_store.services.group_coordinator import GroupCoordinator
     from half_store.services.half_messages import HalfMessageService
     from half_store.services.log_service import LogService
     from half_store.settings import Settings
@@ -20,6 +21,7 @@ class BrokerHandle(Protocol):
     coordinator: Coordinator
     halves: HalfMessageService
     polling: CheckPolling
+    groups: GroupCoordinator
 
     async def ready(self) -> bool: ...
 

@@ -23,6 +23,7 @@ from checker.retention import Retention
 from half_store.domain.records import now_ms
 from half_store.metrics import CHECKER_LEADER
 from half_store.services.coordinator import Coordinator
+from half_store.services.group_coordinator import GroupCoordinator
 from half_store.services.half_messages import HalfMessageService
 from half_store.settings import Settings
 from half_store.storage import lease_store
@@ -34,10 +35,18 @@ LEASE_NAME = "checker"
 
 
 class BackgroundJobs:
-    def __init__(self, store: Store, halves: HalfMessageService, coordinator: Coordinator, settings: Settings) -> None:
+    def __init__(
+        self,
+        store: Store,
+        halves: HalfMessageService,
+        coordinator: Coordinator,
+        settings: Settings,
+        groups: GroupCoordinator | None = None,
+    ) -> None:
         self.store = store
         self.settings = settings
         self.coordinator = coordinator
+        self.groups = groups or GroupCoordinator(store, settings)
         self.holder = f"{socket.gethostname()}:{os.getpid()}:{secrets.token_hex(4)}"
         self.http = httpx.AsyncClient(limits=httpx.Limits(max_connections=settings.check_concurrency))
         self.back_checker = BackChecker(halves, settings, self.http)
@@ -56,6 +65,9 @@ class BackgroundJobs:
             self.end_transactions, "interval", seconds=min(1.0, self.settings.check_interval_seconds), next_run_time=soon
         )
         self.scheduler.add_job(self.clean_up, "interval", seconds=60, next_run_time=soon)
+        self.scheduler.add_job(
+            self.expire_group_members, "interval", seconds=self.settings.group_expiry_interval_seconds, next_run_time=soon
+        )
         for job in self.scheduler.get_jobs():
             job.modify(max_instances=1, coalesce=True, misfire_grace_time=None)
         self.scheduler.start()
@@ -96,6 +108,10 @@ class BackgroundJobs:
     async def end_transactions(self) -> None:
         await self._guarded("transaction timeouts", self.coordinator.abort_expired)
         await self._guarded("prepared transactions", self.coordinator.complete_prepared)
+
+    async def expire_group_members(self) -> None:
+        """Members whose session lapsed leave their group, so their partitions go to the others."""
+        await self._guarded("group session expiry", self.groups.expire_sessions)
 
     async def clean_up(self) -> None:
         await self._guarded("retention", self.retention.run_once)

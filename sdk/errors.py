@@ -107,6 +107,18 @@ class ListenerNotFoundError(HalfmqError):
     code, status = "LISTENER_NOT_FOUND", 404
 
 
+class UnknownMemberError(HalfmqError):
+    """UNKNOWN_MEMBER (404): the group has no such member (it left, or its session expired); join again."""
+
+    code, status = "UNKNOWN_MEMBER", 404
+
+
+class GroupNotFoundError(HalfmqError):
+    """GROUP_NOT_FOUND (404): the group has neither members nor committed offsets."""
+
+    code, status = "GROUP_NOT_FOUND", 404
+
+
 class NotFoundError(HalfmqError):
     """NOT_FOUND (404): no such route (wrong URL or an older broker)."""
 
@@ -145,6 +157,13 @@ class AlreadyResolvedError(HalfmqError):
     """ALREADY_RESOLVED (409): the half message or transaction already ended the other way."""
 
     code, status = "ALREADY_RESOLVED", 409
+
+
+class FencedMemberEpochError(HalfmqError):
+    """FENCED_MEMBER_EPOCH (409): a stale member epoch, or an offset commit for a partition the member
+    does not own (or without a member while the group has live ones). Nothing was changed."""
+
+    code, status = "FENCED_MEMBER_EPOCH", 409
 
 
 class InvalidTxnStateError(HalfmqError):
@@ -195,6 +214,12 @@ class InvalidTransactionTimeoutError(HalfmqError):
     code, status = "INVALID_TRANSACTION_TIMEOUT", 400
 
 
+class InvalidSessionTimeoutError(HalfmqError):
+    """INVALID_SESSION_TIMEOUT (422): a session timeout outside the broker's configured range."""
+
+    code, status = "INVALID_SESSION_TIMEOUT", 422
+
+
 # --- raised by the SDK itself ----------------------------------------------------------
 
 
@@ -243,6 +268,10 @@ ERRORS_BY_CODE: dict[str, type[HalfmqError]] = {
         StorageUnavailableError,
         InternalError,
         InvalidTransactionTimeoutError,
+        UnknownMemberError,
+        GroupNotFoundError,
+        FencedMemberEpochError,
+        InvalidSessionTimeoutError,
     )
 }
 """Every broker error code this SDK knows, mapped to its exception class."""

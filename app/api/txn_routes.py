@@ -9,12 +9,13 @@ from pydantic import BaseModel, Field
 from starlette.responses import Response
 
 from app.api.encoding import JsonResponse
-from app.api.log_routes import ERRORS, broker_of
+from app.api.log_routes import ERRORS, broker_of, member_ref
 from app.api.models import (
     NO_NUL,
     Epoch,
     GroupName,
     GroupOffsetIn,
+    MemberFields,
     ProducerId,
     Strict,
     TimeoutMs,
@@ -31,7 +32,7 @@ class TransactionBegin(Strict):
     timeout_ms: TimeoutMs | None = None
 
 
-class TransactionOffsets(Strict):
+class TransactionOffsets(MemberFields):
     group: GroupName
     offsets: Annotated[list[GroupOffsetIn], Field(min_length=1)]
 
@@ -84,7 +85,7 @@ async def describe_transaction(txn_id: TxnPath, request: Request) -> Response:
 @router.post("/{txn_id}/offsets")
 async def add_offsets(txn_id: TxnPath, body: TransactionOffsets, request: Request) -> Response:
     commits = [OffsetCommit(o.topic, o.partition, o.offset, o.metadata) for o in body.offsets]
-    await broker_of(request).coordinator.add_offsets(txn_id, body.group, commits)
+    await broker_of(request).coordinator.add_offsets(txn_id, body.group, commits, member_ref(body))
     return JsonResponse({"txn_id": txn_id, "group": body.group, "offsets": len(commits)})
 
 

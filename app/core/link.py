@@ -30,6 +30,7 @@ from half_store.settings import Settings
 if TYPE_CHECKING:
     from half_store.services.check_polling import CheckPolling
     from half_store.services.coordinator import Coordinator
+    from half_store.services.group_coordinator import GroupCoordinator
     from half_store.services.half_messages import HalfMessageService
     from half_store.services.log_service import LogService
 
@@ -165,6 +166,7 @@ class RemoteBroker:
         self.coordinator = cast("Coordinator", _ServiceProxy(link, "coordinator"))
         self.halves = cast("HalfMessageService", _ServiceProxy(link, "halves"))
         self.polling = cast("CheckPolling", _ServiceProxy(link, "polling"))
+        self.groups = cast("GroupCoordinator", _ServiceProxy(link, "groups"))
 
     async def ready(self) -> bool:
         try:

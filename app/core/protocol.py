@@ -44,6 +44,7 @@ EXPOSED: dict[str, frozenset[str]] = {
         {"prepare", "commit", "rollback", "get", "list_messages", "register_listener", "remove_listener"}
     ),
     "polling": frozenset({"poll"}),
+    "groups": frozenset({"join", "heartbeat", "leave", "list_groups", "describe"}),
     "broker": frozenset({"ready", "metrics"}),
 }
 

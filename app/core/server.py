@@ -47,6 +47,7 @@ class CoreServer:
             "coordinator": broker.coordinator,
             "halves": broker.halves,
             "polling": broker.polling,
+            "groups": broker.groups,
             "broker": broker,
         }
         self._reader = reader

@@ -114,7 +114,8 @@ class ConsumerGroup:
     def reconcile(self, member_id: str, owned: frozenset[TopicPartition] | None) -> Reconciled:
         """Move the member's partitions towards its target (see :func:`reconcile`) and keep the result."""
         member = self.members[member_id]
-        done = reconcile(member_id, member.member_epoch, self.partitions, self.targets.get(member_id, frozenset()), owned)
+        target = self.targets.get(member_id, frozenset())
+        done = reconcile(member_id, member.member_epoch, self.partitions, target, owned)
         if done.member_epoch == 0:  # a new member that got nothing yet still starts at epoch 1
             done = replace(done, member_epoch=1)
         for tp, ownership in done.changes.items():

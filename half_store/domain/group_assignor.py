@@ -64,7 +64,9 @@ def assign(
 
 
 def _balance(
-    owned: dict[str, set[TopicPartition]], subscriptions: Mapping[str, frozenset[int]], kept: Mapping[str, frozenset[TopicPartition]]
+    owned: dict[str, set[TopicPartition]],
+    subscriptions: Mapping[str, frozenset[int]],
+    kept: Mapping[str, frozenset[TopicPartition]],
 ) -> None:
     """Move one partition at a time from a member to one with at least two fewer that may take it.
 
