@@ -19,17 +19,13 @@ TOPICS = st.dictionaries(st.integers(1, 5), st.integers(0, 12), min_size=1, max_
 
 
 @st.composite
-def groups(draw: st.DrawFn, *, same_subscription: bool = False) -> tuple[Subscriptions, Counts, Current]:
+def groups(draw: st.DrawFn) -> tuple[Subscriptions, Counts, Current]:
     """Members with subscriptions (some to topics that do not exist), and a previous target
     that may be stale: partitions that are gone, owned twice, or of unsubscribed topics."""
     counts = draw(TOPICS)
-    names = sorted(counts) + [99]  # topic 99 is subscribed to but does not exist
+    names = [*sorted(counts), 99]  # topic 99 is subscribed to but does not exist
     members = draw(st.lists(st.sampled_from([f"m{i}" for i in range(8)]), min_size=1, max_size=8, unique=True))
-    if same_subscription:
-        shared = frozenset(draw(st.sets(st.sampled_from(names), min_size=1)))
-        subscriptions = dict.fromkeys(members, shared)
-    else:
-        subscriptions = {m: frozenset(draw(st.sets(st.sampled_from(names), min_size=1))) for m in members}
+    subscriptions = {m: frozenset(draw(st.sets(st.sampled_from(names), min_size=1))) for m in members}
     anything = st.tuples(st.sampled_from(names), st.integers(0, 14))
     current = {m: frozenset(draw(st.sets(anything, max_size=10))) for m in [*members, "gone"]}
     return subscriptions, counts, current

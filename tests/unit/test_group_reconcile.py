@@ -35,6 +35,7 @@ class Case:
     after: dict[tuple[int, int], Ownership]  # the partitions that changed
 
 
+# fmt: off: one case a line or two, read as a table
 CASES = [
     Case("a join takes the free partitions of its target", {}, frozenset({P0, P1}), None,
          frozenset({P0, P1}), 6, MemberState.STABLE, {P0: Ownership(A, "m", 6), P1: Ownership(A, "m", 6)}),
@@ -68,6 +69,7 @@ CASES = [
     Case("partitions it reports but never had are ignored", {}, frozenset(), frozenset({P0, P3}),
          frozenset(), 5, MemberState.STABLE, {}),
 ]
+# fmt: on
 
 
 @pytest.mark.parametrize("case", CASES, ids=lambda c: c.name)
