@@ -35,7 +35,8 @@ class Case:
     after: dict[tuple[int, int], Ownership]  # the partitions that changed
 
 
-# fmt: off: one case a line or two, read as a table
+# One case a line or two, to read as a table.
+# fmt: off
 CASES = [
     Case("a join takes the free partitions of its target", {}, frozenset({P0, P1}), None,
          frozenset({P0, P1}), 6, MemberState.STABLE, {P0: Ownership(A, "m", 6), P1: Ownership(A, "m", 6)}),
