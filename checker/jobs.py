@@ -65,9 +65,8 @@ class BackgroundJobs:
             self.end_transactions, "interval", seconds=min(1.0, self.settings.check_interval_seconds), next_run_time=soon
         )
         self.scheduler.add_job(self.clean_up, "interval", seconds=60, next_run_time=soon)
-        self.scheduler.add_job(
-            self.expire_group_members, "interval", seconds=self.settings.group_expiry_interval_seconds, next_run_time=soon
-        )
+        expiry_every = self.settings.group_expiry_interval_seconds
+        self.scheduler.add_job(self.expire_group_members, "interval", seconds=expiry_every, next_run_time=soon)
         for job in self.scheduler.get_jobs():
             job.modify(max_instances=1, coalesce=True, misfire_grace_time=None)
         self.scheduler.start()
