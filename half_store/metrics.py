@@ -44,19 +44,19 @@ CAREFUL_RERUNS = Counter(
 )
 
 GROUP_MEMBERS = Gauge(
-    "halfmq_group_members",
+    "halfmq_consumer_group_members",
     "Live members of each consumer group (read from the database)",
     ["group"],
     registry=CORE_REGISTRY,
 )
 GROUP_REBALANCES = Counter(
-    "halfmq_group_rebalances_total",
+    "halfmq_consumer_group_rebalances_total",
     "Target assignments recomputed to a different one, by what set it off",
     ["reason"],
     registry=CORE_REGISTRY,
 )
 GROUP_FENCED_COMMITS = Counter(
-    "halfmq_group_fenced_commits_total",
+    "halfmq_consumer_group_fenced_commits_total",
     "Offset commits refused with FENCED_MEMBER_EPOCH, by where they were made",
     ["kind"],
     registry=CORE_REGISTRY,

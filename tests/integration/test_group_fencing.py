@@ -174,4 +174,4 @@ def test_offsets_staged_without_a_member_cannot_commit_once_the_group_has_member
     assert client.post(f"/v1/transactions/{txn}/abort").status_code == 200
     assert offsets(client, "g") == {}
     fenced = client.get("/metrics").text
-    assert 'halfmq_group_fenced_commits_total{kind="transaction_commit"}' in fenced
+    assert 'halfmq_consumer_group_fenced_commits_total{kind="transaction_commit"}' in fenced

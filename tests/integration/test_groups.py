@@ -218,8 +218,8 @@ def test_group_metrics(client: TestClient) -> None:
     a = Member.join(client, "metered", ["orders"])
     a.commit({("orders", 0): 0}, epoch=a.member_epoch + 5)
     text = client.get("/metrics").text
-    assert 'halfmq_group_members{group="metered"} 1.0' in text
-    assert 'halfmq_group_rebalances_total{reason="join"}' in text
-    assert 'halfmq_group_fenced_commits_total{kind="offsets"}' in text
+    assert 'halfmq_consumer_group_members{group="metered"} 1.0' in text
+    assert 'halfmq_consumer_group_rebalances_total{reason="join"}' in text
+    assert 'halfmq_consumer_group_fenced_commits_total{kind="offsets"}' in text
     a.leave()
-    assert 'halfmq_group_members{group="metered"}' not in client.get("/metrics").text
+    assert 'halfmq_consumer_group_members{group="metered"}' not in client.get("/metrics").text
