@@ -68,7 +68,6 @@ class _Outcome:
     reconciled: Reconciled | None
     session_timeout_ms: int
     names: dict[int, str]
-    rebalanced: str | None
     error: BrokerError | None = None
 
 
@@ -155,7 +154,7 @@ class GroupCoordinator:
         epoch = membership_store.lock_group(conn, request.group, now, create=request.join)
         if epoch is None:
             unknown = UnknownMember(f"group {request.group!r} has no member {request.member_id!r}")
-            return _Outcome(None, 0, {}, None, unknown)
+            return _Outcome(None, 0, {}, unknown)
         loaded = membership_store.load_group(conn, request.group, epoch)
         group = loaded.copy()
         reason = "expiry" if group.expire(now) else "heartbeat"
@@ -183,7 +182,7 @@ class GroupCoordinator:
             names.update(membership_store.topic_names(conn, {t for t, _ in reconciled.assignment} - set(names)))
         membership_store.save_group(conn, loaded, group, now)
         timeout = group.members[request.member_id].session_timeout_ms if error is None else 0
-        return _Outcome(reconciled, timeout, names, reason, error)
+        return _Outcome(reconciled, timeout, names, error)
 
     @staticmethod
     def _rebalance(conn: Connection, group: ConsumerGroup, reason: str) -> dict[int, str]:
