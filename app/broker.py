@@ -9,12 +9,13 @@ from dataclasses import dataclass
 
 from checker.jobs import BackgroundJobs
 from half_store.domain.errors import StorageUnavailable
-from half_store.metrics import LONG_POLL_WAITERS, core_metrics
+from half_store.metrics import GROUP_MEMBERS, LONG_POLL_WAITERS, core_metrics
 from half_store.services.access import AccessService
 from half_store.services.admin import AdminService
 from half_store.services.callback_guard import CallbackGuard
 from half_store.services.check_polling import CheckPolling
 from half_store.services.coordinator import Coordinator
+from half_store.services.group_coordinator import GroupCoordinator
 from half_store.services.half_messages import HalfMessageService
 from half_store.services.log_service import LogService
 from half_store.services.notifier import PartitionNotifier
@@ -36,6 +37,7 @@ class Broker:
     polling: CheckPolling
     access: AccessService
     admin: AdminService
+    groups: GroupCoordinator
 
     @classmethod
     def open(cls, settings: Settings) -> Broker:
@@ -55,6 +57,7 @@ class Broker:
             polling=CheckPolling(halves, settings, notifier),
             access=AccessService(store),
             admin=AdminService(log_service, settings),
+            groups=GroupCoordinator(store, settings),
         )
 
     async def ready(self) -> bool:
@@ -68,6 +71,14 @@ class Broker:
     async def metrics(self) -> bytes:
         """The core's metrics in Prometheus text format."""
         LONG_POLL_WAITERS.set(self.log.notifier.waiting)
+        try:
+            counts = await self.groups.live_member_counts()
+        except StorageUnavailable:
+            counts = None  # the other metrics still answer; the gauge keeps its last values
+        if counts is not None:
+            GROUP_MEMBERS.clear()  # a group whose members are all gone drops out instead of staying at its last count
+            for group, members in counts.items():
+                GROUP_MEMBERS.labels(group).set(members)
         return core_metrics()
 
 
@@ -83,7 +94,7 @@ async def running_broker(settings: Settings) -> AsyncIterator[Broker]:
         recovered = await broker.coordinator.complete_prepared()
         if recovered:
             log.info("completed %d transactions left prepared by a crash", recovered)
-        jobs = BackgroundJobs(broker.store, broker.halves, broker.coordinator, settings)
+        jobs = BackgroundJobs(broker.store, broker.halves, broker.coordinator, settings, broker.groups)
         if settings.run_checker:
             jobs.start()
         try:

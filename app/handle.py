@@ -9,6 +9,7 @@ if TYPE_CHECKING:
     from half_store.services.admin import AdminService
     from half_store.services.check_polling import CheckPolling
     from half_store.services.coordinator import Coordinator
+    from half_store.services.group_coordinator import GroupCoordinator
     from half_store.services.half_messages import HalfMessageService
     from half_store.services.log_service import LogService
     from half_store.settings import Settings
@@ -24,6 +25,7 @@ class BrokerHandle(Protocol):
     polling: CheckPolling
     access: AccessService
     admin: AdminService
+    groups: GroupCoordinator
 
     async def ready(self) -> bool: ...
 

@@ -26,6 +26,7 @@ from half_store.domain.records import now_ms
 from half_store.metrics import CHECKER_LEADER
 from half_store.services.callback_guard import CallbackGuard
 from half_store.services.coordinator import Coordinator
+from half_store.services.group_coordinator import GroupCoordinator
 from half_store.services.half_messages import HalfMessageService
 from half_store.settings import Settings
 from half_store.storage import lease_store
@@ -35,10 +36,18 @@ log = logging.getLogger(__name__)
 
 
 class BackgroundJobs:
-    def __init__(self, store: Store, halves: HalfMessageService, coordinator: Coordinator, settings: Settings) -> None:
+    def __init__(
+        self,
+        store: Store,
+        halves: HalfMessageService,
+        coordinator: Coordinator,
+        settings: Settings,
+        groups: GroupCoordinator | None = None,
+    ) -> None:
         self.store = store
         self.settings = settings
         self.coordinator = coordinator
+        self.groups = groups or GroupCoordinator(store, settings)
         self.holder = f"{socket.gethostname()}:{os.getpid()}:{secrets.token_hex(4)}"
         # Callbacks go only to allowed networks, checked again at every connection (SSRF; docs/security.md).
         guard = halves.callback_guard or CallbackGuard(settings.callback_networks)
@@ -62,6 +71,8 @@ class BackgroundJobs:
         self.scheduler.add_job(
             self.apply_retention, "interval", seconds=self.settings.retention_interval_seconds, next_run_time=soon
         )
+        expiry_every = self.settings.group_expiry_interval_seconds
+        self.scheduler.add_job(self.expire_group_members, "interval", seconds=expiry_every, next_run_time=soon)
         for job in self.scheduler.get_jobs():
             job.modify(max_instances=1, coalesce=True, misfire_grace_time=None)
         self.scheduler.start()
@@ -103,6 +114,10 @@ class BackgroundJobs:
     async def end_transactions(self) -> None:
         await self._guarded("transaction timeouts", self.coordinator.abort_expired)
         await self._guarded("prepared transactions", self.coordinator.complete_prepared)
+
+    async def expire_group_members(self) -> None:
+        """Members whose session lapsed leave their group, so their partitions go to the others."""
+        await self._guarded("group session expiry", self.groups.expire_sessions)
 
     async def clean_up(self) -> None:
         await self._guarded("system retention", self.retention.run_once)

@@ -72,6 +72,24 @@ ADMIN_ACTIONS = Counter(
     ["action"],
     registry=CORE_REGISTRY,
 )
+GROUP_MEMBERS = Gauge(
+    "halfmq_consumer_group_members",
+    "Live members of each consumer group (read from the database)",
+    ["group"],
+    registry=CORE_REGISTRY,
+)
+GROUP_REBALANCES = Counter(
+    "halfmq_consumer_group_rebalances_total",
+    "Target assignments recomputed to a different one, by what set it off",
+    ["reason"],
+    registry=CORE_REGISTRY,
+)
+GROUP_FENCED_COMMITS = Counter(
+    "halfmq_consumer_group_fenced_commits_total",
+    "Offset commits refused with FENCED_MEMBER_EPOCH, by where they were made",
+    ["kind"],
+    registry=CORE_REGISTRY,
+)
 
 
 def count_core_process() -> None:

@@ -42,6 +42,15 @@ class Settings(BaseSettings):
     retention_ms: int | None = Field(None, ge=0)
     retention_bytes: int | None = Field(None, ge=0)
     retention_interval_seconds: float = Field(10.0, gt=0)
+    # Consumer groups with members (KIP-848). A join's session timeout must lie in this range
+    # (Kafka's group.min/max.session.timeout.ms); members heartbeat at most this far apart.
+    group_min_session_timeout_ms: int = Field(6_000, ge=1)
+    group_max_session_timeout_ms: int = Field(300_000, ge=1)
+    group_default_session_timeout_ms: int = Field(30_000, ge=1)
+    group_heartbeat_interval_ms: int = Field(3_000, ge=1)
+    # How often the checker removes members whose session expired (they are also removed
+    # when anyone of their group joins, heartbeats or leaves).
+    group_expiry_interval_seconds: float = Field(1.0, gt=0)
 
     # Limits that protect the broker.
     max_message_bytes: int = Field(4 * 1024 * 1024, ge=1)

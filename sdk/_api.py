@@ -15,7 +15,10 @@ from sdk._http import Call
 from sdk.models import (
     CommittedOffset,
     FetchResult,
+    GroupDescription,
+    GroupMetadata,
     HalfMessageInfo,
+    MemberAssignment,
     ProduceResult,
     ProducerIdentity,
     TopicMetadata,
@@ -120,9 +123,18 @@ def fetch(
     )
 
 
-def commit_group_offsets(group: str, offsets: Mapping[TopicPartition, int]) -> Call[None]:
-    """``POST /v1/groups/{group}/offsets``; setting an offset twice is harmless."""
-    return Call("POST", f"/v1/groups/{_seg(group)}/offsets", json={"offsets": _offsets_json(offsets)}, parse=_ignore)
+def _member_json(member: GroupMetadata | None) -> dict[str, Any]:
+    return {} if member is None else {"member_id": member.member_id, "member_epoch": member.member_epoch}
+
+
+def commit_group_offsets(
+    group: str, offsets: Mapping[TopicPartition, int], member: GroupMetadata | None = None
+) -> Call[None]:
+    """``POST /v1/groups/{group}/offsets`` (as ``member``, while the group has members).
+
+    Setting an offset twice is harmless."""
+    body = {"offsets": _offsets_json(offsets), **_member_json(member)}
+    return Call("POST", f"/v1/groups/{_seg(group)}/offsets", json=body, parse=_ignore)
 
 
 def group_offsets(group: str) -> Call[list[CommittedOffset]]:
@@ -131,6 +143,42 @@ def group_offsets(group: str) -> Call[list[CommittedOffset]]:
         "GET", f"/v1/groups/{_seg(group)}/offsets",
         parse=lambda body: [CommittedOffset.from_json(o) for o in body.get("offsets") or []],
     )
+
+
+def join_group(
+    group: str, member_id: str, topics: Sequence[str], session_timeout_ms: int | None
+) -> Call[MemberAssignment]:
+    """``POST /v1/groups/{group}/members``; safe to resend: the member id is the client's, so a
+    repeat answers the same member."""
+    body: dict[str, Any] = {"topics": list(topics), "member_id": member_id}
+    if session_timeout_ms is not None:
+        body["session_timeout_ms"] = session_timeout_ms
+    return Call("POST", f"/v1/groups/{_seg(group)}/members", json=body, parse=MemberAssignment.from_json)
+
+
+def heartbeat(group: str, member_id: str, member_epoch: int, owned: Sequence[TopicPartition]) -> Call[MemberAssignment]:
+    """``POST /v1/groups/{group}/members/{member}/heartbeat``. Resending is safe: if the lost answer
+    had moved the epoch on, the repeat is fenced and the member joins again."""
+    body = {"member_epoch": member_epoch, "owned": [{"topic": t, "partition": p} for t, p in owned]}
+    return Call(
+        "POST", f"/v1/groups/{_seg(group)}/members/{_seg(member_id)}/heartbeat", json=body,
+        parse=MemberAssignment.from_json,
+    )
+
+
+def leave_group(group: str, member_id: str) -> Call[None]:
+    """``DELETE /v1/groups/{group}/members/{member}``: its partitions go to the others at once."""
+    return Call("DELETE", f"/v1/groups/{_seg(group)}/members/{_seg(member_id)}", parse=_ignore)
+
+
+def list_groups() -> Call[list[dict[str, Any]]]:
+    """``GET /v1/groups`` → ``[{"group", "state", "members"}]``."""
+    return Call("GET", "/v1/groups", parse=lambda body: list(body.get("groups") or []))
+
+
+def describe_group(group: str) -> Call[GroupDescription]:
+    """``GET /v1/groups/{group}``."""
+    return Call("GET", f"/v1/groups/{_seg(group)}", parse=GroupDescription.from_json)
 
 
 # --- producers and Kafka-style transactions (Mode 2) ---------------------------------
@@ -161,11 +209,14 @@ def begin_transaction(producer: ProducerIdentity | None, timeout_ms: int | None)
     return Call("POST", "/v1/transactions", json=body, idempotent=False, parse=TransactionInfo.from_json)
 
 
-def add_offsets_to_transaction(txn_id: str, group: str, offsets: Mapping[TopicPartition, int]) -> Call[None]:
-    """``POST /v1/transactions/{txn_id}/offsets``: group offsets that commit with the transaction."""
+def add_offsets_to_transaction(
+    txn_id: str, group: str, offsets: Mapping[TopicPartition, int], member: GroupMetadata | None = None
+) -> Call[None]:
+    """``POST /v1/transactions/{txn_id}/offsets``: group offsets that commit with the transaction
+    (staged by ``member``, which the broker checks now and again at the commit)."""
     return Call(
         "POST", f"/v1/transactions/{_seg(txn_id)}/offsets",
-        json={"group": group, "offsets": _offsets_json(offsets)}, parse=_ignore,
+        json={"group": group, "offsets": _offsets_json(offsets), **_member_json(member)}, parse=_ignore,
     )
 
 

@@ -1,7 +1,8 @@
 """Sans-I/O consumer bookkeeping shared by :class:`~sdk.Consumer` and :class:`~sdk.AsyncConsumer`.
 
-Positions, the fetch rotation and the commit snapshot live here; the two consumer
-classes only perform the HTTP requests this object asks for.
+Positions, the fetch rotation, the commit snapshot and the delivery guarantee live here
+(group membership in :mod:`sdk._membership`); the two consumer classes only perform the
+HTTP requests these objects ask for.
 """
 
 from __future__ import annotations
@@ -9,6 +10,7 @@ from __future__ import annotations
 from collections.abc import Iterable, Mapping, Sequence
 
 from sdk._api import TopicPartition
+from sdk._membership import DELIVERY_GUARANTEES
 from sdk.errors import IllegalStateError
 from sdk.message import Message
 from sdk.models import CommittedOffset, FetchResult, TopicMetadata
@@ -40,7 +42,13 @@ class ConsumerCore:
         partitions: Iterable[TopicPartition] | None,
         isolation_level: str,
         auto_offset_reset: str,
+        delivery: str = "at_least_once",
+        auto_commit: bool = True,
     ) -> None:
+        if delivery not in DELIVERY_GUARANTEES:
+            raise ValueError(f"delivery must be one of {DELIVERY_GUARANTEES}, not {delivery!r}")
+        if delivery == "exactly_once" and isolation_level != "read_committed":
+            raise ValueError("exactly_once reads its input read_committed: an aborted input must never be processed")
         if isolation_level not in ISOLATION_LEVELS:
             raise ValueError(f"isolation_level must be one of {ISOLATION_LEVELS}, not {isolation_level!r}")
         if auto_offset_reset not in OFFSET_RESETS:
@@ -50,6 +58,8 @@ class ConsumerCore:
         self.requested_partitions = list(partitions) if partitions is not None else None
         self.isolation_level = isolation_level
         self.auto_offset_reset = auto_offset_reset
+        self.delivery = delivery
+        self.auto_commit = auto_commit
         self.positions: dict[TopicPartition, int] = {}
         self.committed: dict[TopicPartition, int] = {}
         self.assigned = False
@@ -118,3 +128,31 @@ class ConsumerCore:
     def mark_committed(self, offsets: Mapping[TopicPartition, int]) -> None:
         """``offsets`` are now the group's committed offsets."""
         self.committed.update(offsets)
+
+    def drop(self, partitions: Iterable[TopicPartition]) -> None:
+        """Stop reading ``partitions`` (given up, or lost with the membership)."""
+        for tp in partitions:
+            self.positions.pop(tp, None)
+            self.committed.pop(tp, None)
+
+    def restore(self, snapshot: Mapping[TopicPartition, int]) -> None:
+        """Put the positions of still-assigned partitions back to ``snapshot`` (a batch not handed out)."""
+        for tp, offset in snapshot.items():
+            if tp in self.positions:
+                self.positions[tp] = offset
+
+    @property
+    def commits_before_handing_out(self) -> bool:
+        """at-most-once: a message is handed out only once its offset is committed."""
+        return self.delivery == "at_most_once"
+
+    @property
+    def commits_at_poll(self) -> bool:
+        """at-least-once with auto-commit: each poll first commits what the previous polls returned."""
+        return self.delivery == "at_least_once" and self.auto_commit
+
+    @property
+    def commits_before_giving_up(self) -> bool:
+        """at-least-once: a revoked partition's returned messages are committed before it is let go
+        (at-most-once committed them already; exactly-once commits with its transactions)."""
+        return self.delivery == "at_least_once"

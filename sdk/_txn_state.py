@@ -14,7 +14,7 @@ from enum import Enum
 
 from sdk._api import TopicPartition
 from sdk._routing import SequenceSession, outcome_unknown
-from sdk.errors import HalfmqError, IllegalStateError, ProducerFencedError
+from sdk.errors import FencedMemberEpochError, HalfmqError, IllegalStateError, ProducerFencedError
 from sdk.models import ProducerIdentity
 
 
@@ -41,7 +41,9 @@ _VALID_SOURCES: dict[TransactionState, frozenset[TransactionState]] = {
     # outcome and is being sent again (both are idempotent on the broker).
     S.COMMITTING: frozenset({S.IN_TRANSACTION, S.COMMITTING}),
     S.ABORTING: frozenset({S.IN_TRANSACTION, S.ABORTABLE_ERROR, S.ABORTING}),
-    S.ABORTABLE_ERROR: frozenset({S.IN_TRANSACTION, S.ABORTABLE_ERROR}),
+    # COMMITTING → ABORTABLE_ERROR: the broker refused to commit offsets staged by a group
+    # member it has since fenced; the transaction is still open and must be aborted.
+    S.ABORTABLE_ERROR: frozenset({S.IN_TRANSACTION, S.ABORTABLE_ERROR, S.COMMITTING}),
     S.FATAL_ERROR: frozenset(set(TransactionState) - {S.CLOSED}),
     S.CLOSED: frozenset(TransactionState),
 }
@@ -193,6 +195,10 @@ class TransactionManager:
             self.state = S.FATAL_ERROR
             return self.fatal_error
         unknown = outcome_unknown(exc)
+        if self.state is S.COMMITTING and isinstance(exc, FencedMemberEpochError):
+            self.abortable_error = exc
+            self.transition_to(S.ABORTABLE_ERROR)
+            return exc
         if self.state in (S.IN_TRANSACTION, S.ABORTABLE_ERROR):
             self.needs_epoch_bump = self.needs_epoch_bump or unknown
             self.abortable_error = exc

@@ -14,6 +14,7 @@ from sdk.message import Message, to_wire
 from sdk.models import (
     CommittedOffset,
     FetchResult,
+    GroupDescription,
     HalfMessageInfo,
     TopicMetadata,
     TransactionInfo,
@@ -101,6 +102,14 @@ class Client:
     def committed_offsets(self, group: str) -> list[CommittedOffset]:
         """Every committed offset of ``group`` (with its lag)."""
         return self._transport.call(_api.group_offsets(group))
+
+    def list_groups(self) -> list[dict[str, Any]]:
+        """``[{"group", "state", "members"}]`` of every consumer group (with members or committed offsets)."""
+        return self._transport.call(_api.list_groups())
+
+    def describe_group(self, group: str) -> GroupDescription:
+        """``group``'s state, live members with their assignments, and committed offsets with lag."""
+        return self._transport.call(_api.describe_group(group))
 
     # --- transaction inspection ---------------------------------------------------
 

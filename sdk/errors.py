@@ -107,6 +107,18 @@ class ListenerNotFoundError(HalfmqError):
     code, status = "LISTENER_NOT_FOUND", 404
 
 
+class UnknownMemberError(HalfmqError):
+    """UNKNOWN_MEMBER (404): the group has no such member (it left, or its session expired); join again."""
+
+    code, status = "UNKNOWN_MEMBER", 404
+
+
+class GroupNotFoundError(HalfmqError):
+    """GROUP_NOT_FOUND (404): the group has neither members nor committed offsets."""
+
+    code, status = "GROUP_NOT_FOUND", 404
+
+
 class NotFoundError(HalfmqError):
     """NOT_FOUND (404): no such route (wrong URL or an older broker)."""
 
@@ -157,6 +169,13 @@ class AlreadyResolvedError(HalfmqError):
     """ALREADY_RESOLVED (409): the half message or transaction already ended the other way."""
 
     code, status = "ALREADY_RESOLVED", 409
+
+
+class FencedMemberEpochError(HalfmqError):
+    """FENCED_MEMBER_EPOCH (409): a stale member epoch, or an offset commit for a partition the member
+    does not own (or without a member while the group has live ones). Nothing was changed."""
+
+    code, status = "FENCED_MEMBER_EPOCH", 409
 
 
 class InvalidTxnStateError(HalfmqError):
@@ -253,6 +272,10 @@ class CallbackNotAllowedError(HalfmqError):
     """CALLBACK_NOT_ALLOWED (422): a listener's callback URL resolves outside the broker's allowed networks."""
 
     code, status = "CALLBACK_NOT_ALLOWED", 422
+class InvalidSessionTimeoutError(HalfmqError):
+    """INVALID_SESSION_TIMEOUT (422): a session timeout outside the broker's configured range."""
+
+    code, status = "INVALID_SESSION_TIMEOUT", 422
 
 
 # --- raised by the SDK itself ----------------------------------------------------------
@@ -313,6 +336,10 @@ ERRORS_BY_CODE: dict[str, type[HalfmqError]] = {
         TokenNotFoundError,
         AclNotFoundError,
         CallbackNotAllowedError,
+        UnknownMemberError,
+        GroupNotFoundError,
+        FencedMemberEpochError,
+        InvalidSessionTimeoutError,
     )
 }
 """Every broker error code this SDK knows, mapped to its exception class."""

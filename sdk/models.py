@@ -194,3 +194,108 @@ class TransactionInfo:
             partitions=list(body.get("partitions") or []),
             timeout_ms=body.get("timeout_ms"),
         )
+
+
+@dataclass(frozen=True)
+class MemberAssignment:
+    """A join or heartbeat answer: the member's epoch and the partitions it may read."""
+
+    member_id: str
+    member_epoch: int
+    heartbeat_interval_ms: int
+    assignment: frozenset[tuple[str, int]]
+    state: str = "STABLE"
+
+    @classmethod
+    def from_json(cls, body: Mapping[str, Any]) -> MemberAssignment:
+        """Build from a join or heartbeat answer (``assignment``: ``[{"topic", "partition"}]``)."""
+        return cls(
+            member_id=str(body["member_id"]),
+            member_epoch=int(body["member_epoch"]),
+            heartbeat_interval_ms=int(body.get("heartbeat_interval_ms") or 3000),
+            assignment=frozenset((str(p["topic"]), int(p["partition"])) for p in body.get("assignment") or []),
+            state=str(body.get("state") or "STABLE"),
+        )
+
+
+@dataclass(frozen=True)
+class GroupMetadata:
+    """Who commits a group's offsets: the member and the epoch it last heard (Kafka's ConsumerGroupMetadata).
+
+    Pass it to :meth:`TransactionalProducer.send_offsets_to_transaction` instead of the
+    group's name, so the broker can fence a consumer that lost its partitions (KIP-447).
+    """
+
+    group: str
+    member_id: str
+    member_epoch: int
+
+
+class ConsumerPositions(dict[tuple[str, int], int]):
+    """``{(topic, partition): next offset}`` as :meth:`Consumer.positions` returns them, plus who read them.
+
+    ``group_metadata`` is the consumer's membership when the positions were taken (``None``
+    without one), so ``producer.send_offsets_to_transaction(consumer.positions(), group)``
+    commits as that member. ``current_metadata`` asks the consumer for its membership now.
+    """
+
+    group_metadata: GroupMetadata | None = None
+    current_metadata: Any = None  # Callable[[], GroupMetadata | None]
+
+    def __init__(
+        self,
+        positions: Mapping[tuple[str, int], int],
+        group_metadata: GroupMetadata | None = None,
+        current_metadata: Any = None,
+    ) -> None:
+        super().__init__(positions)
+        self.group_metadata = group_metadata
+        self.current_metadata = current_metadata
+
+
+@dataclass(frozen=True)
+class GroupMember:
+    """One live member of a consumer group, as ``GET /v1/groups/{group}`` describes it."""
+
+    member_id: str
+    member_epoch: int
+    state: str
+    assignment: list[tuple[str, int]]
+    revoking: list[tuple[str, int]]
+    last_heartbeat_ms: int
+
+    @classmethod
+    def from_json(cls, body: Mapping[str, Any]) -> GroupMember:
+        """Build from one entry of the description's ``members``."""
+
+        def pairs(key: str) -> list[tuple[str, int]]:
+            return [(str(p["topic"]), int(p["partition"])) for p in body.get(key) or []]
+
+        return cls(
+            member_id=str(body["member_id"]),
+            member_epoch=int(body["member_epoch"]),
+            state=str(body.get("state") or "STABLE"),
+            assignment=pairs("assignment"),
+            revoking=pairs("revoking"),
+            last_heartbeat_ms=int(body.get("last_heartbeat_ms") or 0),
+        )
+
+
+@dataclass(frozen=True)
+class GroupDescription:
+    """``GET /v1/groups/{group}``: state (``EMPTY``, ``STABLE``, ``RECONCILING``), members and offsets."""
+
+    group: str
+    state: str
+    members: list[GroupMember]
+    offsets: list[CommittedOffset]
+
+    @classmethod
+    def from_json(cls, body: Mapping[str, Any]) -> GroupDescription:
+        """Build from the description's JSON."""
+        return cls(
+            group=str(body["group"]),
+            state=str(body["state"]),
+            members=[GroupMember.from_json(m) for m in body.get("members") or []],
+            offsets=[CommittedOffset.from_json(o) for o in body.get("offsets") or []],
+        )

@@ -30,10 +30,12 @@ from typing import Any
 from sdk import _api
 from sdk._api import TopicPartition
 from sdk._http import DEFAULT_MAX_CONNECTIONS, DEFAULT_TIMEOUT, RetryPolicy, Transport
+from sdk._membership import committing_member, refreshed_member
 from sdk._routing import PartitionRouter
 from sdk._txn_state import TransactionManager, TransactionState
-from sdk.errors import ConcurrentTransactionsError
+from sdk.errors import ConcurrentTransactionsError, FencedMemberEpochError
 from sdk.message import to_wire
+from sdk.models import GroupMetadata
 
 logger = logging.getLogger("halfmq.sdk")
 
@@ -142,21 +144,34 @@ class TransactionalProducer:
             manager.acknowledge(tp, base, 1)
             return p, result.offsets[0]
 
-    def send_offsets_to_transaction(self, offsets: Mapping[TopicPartition, int], group: str) -> None:
-        """Commit ``group``'s offsets ``{(topic, partition): next offset}`` with this transaction.
+    def send_offsets_to_transaction(self, offsets: Mapping[TopicPartition, int], group: str | GroupMetadata) -> None:
+        """Commit the group's offsets ``{(topic, partition): next offset}`` with this transaction.
 
         The consume-transform-produce step: the input is marked consumed exactly
-        when the output becomes visible.
+        when the output becomes visible. ``group`` is the consumer's
+        :meth:`~sdk.Consumer.group_metadata` (Kafka's form), or the group's name: then
+        offsets from :meth:`~sdk.Consumer.positions` still commit as the member that read
+        them. While the group has members the broker refuses (``FencedMemberEpochError``)
+        offsets staged by anyone else, or by a member for partitions it no longer owns.
         """
+        name, member = committing_member(offsets, group)
         with self._lock:
             self._manager.require_in_transaction("send_offsets_to_transaction")
             with self._manager.failures_recorded():
                 txn_id = self._ensure_broker_transaction()
-                self._transport.call(_api.add_offsets_to_transaction(txn_id, group, offsets))
+                try:
+                    self._transport.call(_api.add_offsets_to_transaction(txn_id, name, offsets, member))
+                except FencedMemberEpochError:
+                    fresh = refreshed_member(offsets, member)  # a heartbeat moved the epoch on meanwhile
+                    if fresh is None:
+                        raise
+                    self._transport.call(_api.add_offsets_to_transaction(txn_id, name, offsets, fresh))
 
     def commit_transaction(self) -> None:
         """Commit the open transaction. If it raises with an unknown outcome
-        (:class:`~sdk.errors.BrokerUnavailableError`), call it again."""
+        (:class:`~sdk.errors.BrokerUnavailableError`), call it again. If the broker refused
+        the group offsets in it (:class:`~sdk.errors.FencedMemberEpochError`: the consumer
+        lost those partitions meanwhile), the transaction is still open: abort it."""
         with self._lock:
             txn_id = self._manager.txn_id
             if self._manager.begin_commit() and txn_id is not None:

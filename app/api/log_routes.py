@@ -17,6 +17,7 @@ from app.api.models import (
     GroupOffsetsCommit,
     GroupOffsetsCommitted,
     Isolation,
+    MemberFields,
     PartitionProduceRequest,
     PartitionProduceResponse,
     ProduceRequest,
@@ -48,6 +49,7 @@ from app.handle import BrokerHandle
 from app.metrics import MESSAGES_IN, MESSAGES_OUT
 from half_store.domain.constants import MAX_INT32, TOPIC_NAME_PATTERN
 from half_store.domain.errors import InvalidRequest, ValidationFailed
+from half_store.domain.group_records import MemberRef
 from half_store.domain.records import OffsetCommit, PackedList, ProducerStamp, Record
 
 DEFAULT_FETCH_MESSAGES = 500
@@ -190,7 +192,7 @@ async def init_producer_id(request: Request, body: ProducerInit | None = None) -
 @rights(require(GROUP, READ, path("group")), require(TOPIC, READ, body_list("offsets", "topic")))
 async def commit_group_offsets(group: GroupPath, body: GroupOffsetsCommit, request: Request) -> Response:
     commits = [OffsetCommit(o.topic, o.partition, o.offset, o.metadata) for o in body.offsets]
-    await broker_of(request).log.commit_group_offsets(group, commits)
+    await broker_of(request).log.commit_group_offsets(group, commits, member_ref(body))
     answer: GroupOffsetsCommitted = {"group": group, "committed": len(commits)}
     return JsonResponse(answer)
 
@@ -213,6 +215,12 @@ async def get_group_offsets(group: GroupPath, request: Request) -> Response:
     ]
     answer: GroupOffsets = {"offsets": offsets}
     return JsonResponse(answer)
+
+
+def member_ref(body: MemberFields) -> MemberRef | None:
+    if body.member_id is None or body.member_epoch is None:
+        return None
+    return MemberRef(body.member_id, body.member_epoch)
 
 
 def check_batch_size(broker: BrokerHandle, count: int) -> None:

@@ -27,6 +27,7 @@ Offset = Annotated[int, Field(ge=0, le=2**63 - 1)]
 ProducerId = Annotated[int, Field(ge=0, le=2**63 - 1)]
 Epoch = Annotated[int, Field(ge=0, le=2**31 - 1)]
 TimeoutMs = Annotated[int, Field(ge=1, le=2**31 - 1)]
+MemberId = Annotated[str, Field(min_length=1, max_length=64, pattern=NO_NUL)]
 
 
 class Strict(BaseModel):
@@ -184,7 +185,20 @@ class GroupOffsetIn(Strict):
     metadata: Annotated[str, Field(max_length=4096, pattern=NO_NUL)] | None = None
 
 
-class GroupOffsetsCommit(Strict):
+class MemberFields(Strict):
+    """Who commits: while the group has live members, one of them, with its current epoch (KIP-447)."""
+
+    member_id: MemberId | None = None
+    member_epoch: Epoch | None = None
+
+    @model_validator(mode="after")
+    def _both_or_neither(self) -> MemberFields:
+        if (self.member_id is None) != (self.member_epoch is None):
+            raise ValueError("give member_id and member_epoch together, or neither")
+        return self
+
+
+class GroupOffsetsCommit(MemberFields):
     offsets: Annotated[list[GroupOffsetIn], Field(min_length=1)]
 
 

@@ -111,6 +111,20 @@ class _BodyList:
 
 
 @dataclass(frozen=True)
+class _BodyNames:
+    name: str
+    optional: bool
+
+    async def names(self, facts: RequestFacts) -> list[str]:
+        items = (await facts.body()).get(self.name)
+        if items is None and self.optional:
+            return []
+        if not isinstance(items, list) or not all(isinstance(item, str) for item in items):
+            raise ValidationFailed(f"{self.name}: a list of names is required")
+        return list(dict.fromkeys(items))
+
+
+@dataclass(frozen=True)
 class _Fixed:
     name: str
 
@@ -131,6 +145,11 @@ def body(name: str, *, optional: bool = False) -> NameSource:
 def body_list(name: str, item_field: str) -> NameSource:
     """Every distinct ``item_field`` of the body's list ``name`` (``offsets[].topic``) is a resource."""
     return _BodyList(name, item_field)
+
+
+def body_names(name: str, *, optional: bool = False) -> NameSource:
+    """Every name in the body's list of strings ``name`` (``topics``) is a resource (absent: none if ``optional``)."""
+    return _BodyNames(name, optional)
 
 
 CLUSTER_RESOURCE: NameSource = _Fixed(CLUSTER_NAME)

@@ -10,12 +10,13 @@ from starlette.responses import Response
 from typing_extensions import TypedDict
 
 from app.api.encoding import JsonResponse
-from app.api.log_routes import ERRORS, broker_of
+from app.api.log_routes import ERRORS, broker_of, member_ref
 from app.api.models import (
     NO_NUL,
     Epoch,
     GroupName,
     GroupOffsetIn,
+    MemberFields,
     ProducerId,
     Strict,
     TimeoutMs,
@@ -48,7 +49,7 @@ class TransactionBegin(Strict):
     timeout_ms: TimeoutMs | None = None
 
 
-class TransactionOffsets(Strict):
+class TransactionOffsets(MemberFields):
     group: GroupName
     offsets: Annotated[list[GroupOffsetIn], Field(min_length=1)]
 
@@ -114,7 +115,7 @@ async def describe_transaction(txn_id: TxnPath, request: Request) -> Response:
 )
 async def add_offsets(txn_id: TxnPath, body: TransactionOffsets, request: Request) -> Response:
     commits = [OffsetCommit(o.topic, o.partition, o.offset, o.metadata) for o in body.offsets]
-    await broker_of(request).coordinator.add_offsets(txn_id, body.group, commits)
+    await broker_of(request).coordinator.add_offsets(txn_id, body.group, commits, member_ref(body))
     answer: TransactionOffsetsAdded = {"txn_id": txn_id, "group": body.group, "offsets": len(commits)}
     return JsonResponse(answer)
 

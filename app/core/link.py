@@ -32,6 +32,7 @@ if TYPE_CHECKING:
     from half_store.services.admin import AdminService
     from half_store.services.check_polling import CheckPolling
     from half_store.services.coordinator import Coordinator
+    from half_store.services.group_coordinator import GroupCoordinator
     from half_store.services.half_messages import HalfMessageService
     from half_store.services.log_service import LogService
 
@@ -171,6 +172,7 @@ class RemoteBroker:
         self.polling = cast("CheckPolling", _ServiceProxy(link, "polling"))
         self.access = cast("AccessService", _ServiceProxy(link, "access"))
         self.admin = cast("AdminService", _ServiceProxy(link, "admin"))
+        self.groups = cast("GroupCoordinator", _ServiceProxy(link, "groups"))
 
     async def ready(self) -> bool:
         try:

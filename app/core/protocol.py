@@ -69,6 +69,7 @@ EXPOSED: dict[str, frozenset[str]] = {
             "transactional_id_of_transaction",
         }
     ),
+    "groups": frozenset({"join", "heartbeat", "leave", "list_groups", "describe"}),
     "broker": frozenset({"ready", "metrics"}),
 }
 

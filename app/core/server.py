@@ -49,6 +49,7 @@ class CoreServer:
             "polling": broker.polling,
             "access": broker.access,
             "admin": broker.admin,
+            "groups": broker.groups,
             "broker": broker,
         }
         self._reader = reader

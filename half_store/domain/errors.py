@@ -56,6 +56,16 @@ class ListenerNotFound(BrokerError):
     status, code = 404, "LISTENER_NOT_FOUND"
 
 
+class UnknownMember(BrokerError):
+    """No such member in the group: it never joined, it left, or its session expired."""
+
+    status, code = 404, "UNKNOWN_MEMBER"
+
+
+class GroupNotFound(BrokerError):
+    status, code = 404, "GROUP_NOT_FOUND"
+
+
 class RouteNotFound(BrokerError):
     status, code = 404, "NOT_FOUND"
 
@@ -102,6 +112,12 @@ class IllegalTransition(AlreadyResolved):
     """
 
 
+class FencedMemberEpoch(BrokerError):
+    """A stale member epoch, or an offset commit by someone who does not own the partition (KIP-447)."""
+
+    status, code = 409, "FENCED_MEMBER_EPOCH"
+
+
 class InvalidTransactionState(BrokerError):
     """The transaction exists but cannot take this operation in its current state."""
 
@@ -144,6 +160,10 @@ class InternalError(BrokerError):
 
 class InvalidTransactionTimeout(BrokerError):
     status, code = 400, "INVALID_TRANSACTION_TIMEOUT"
+
+
+class InvalidSessionTimeout(BrokerError):
+    status, code = 422, "INVALID_SESSION_TIMEOUT"
 
 
 def bad_unicode() -> ValidationFailed:

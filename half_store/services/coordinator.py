@@ -22,10 +22,12 @@ from half_store.domain.constants import CONTROL_ABORT, CONTROL_COMMIT
 from half_store.domain.errors import (
     AlreadyResolved,
     ConcurrentTransactions,
+    FencedMemberEpoch,
     InvalidRequest,
     InvalidTransactionTimeout,
     ProducerFenced,
 )
+from half_store.domain.group_records import MemberRef
 from half_store.domain.records import (
     AppendResult,
     OffsetCommit,
@@ -42,7 +44,8 @@ from half_store.domain.txn_state import (
     prepare_state,
     transition,
 )
-from half_store.metrics import TRANSACTIONS
+from half_store.metrics import GROUP_FENCED_COMMITS, TRANSACTIONS
+from half_store.services import group_fencing
 from half_store.services.log_service import (
     LogService,
     check_offset_committable,
@@ -195,7 +198,10 @@ class Coordinator:
             self.notifier.notify([(topic.topic_id, partition)])  # read_uncommitted readers
         return result
 
-    async def add_offsets(self, txn_id: str, group: str, commits: Sequence[OffsetCommit]) -> None:
+    async def add_offsets(
+        self, txn_id: str, group: str, commits: Sequence[OffsetCommit], member: MemberRef | None = None
+    ) -> None:
+        """Stage group offsets in the transaction; fenced now, and again when it commits (see group_fencing)."""
         resolved = [(await self.store.topic(c.topic), c) for c in commits]
         for topic, commit in resolved:
             check_partition(topic, commit.partition)
@@ -204,16 +210,29 @@ class Coordinator:
             lock_open(conn, txn_id)
             for topic, commit in resolved:
                 check_offset_committable(conn, topic, commit)
+            group_fencing.check_commit(conn, group, member, [(t, c.partition) for t, c in resolved])
             txn_store.put_offsets(
-                conn, txn_id, group, [(t.topic_id, c.partition, c.offset, c.metadata) for t, c in resolved]
+                conn,
+                txn_id,
+                group,
+                [(t.topic_id, c.partition, c.offset, c.metadata) for t, c in resolved],
+                None if member is None else (member.member_id, member.member_epoch),
             )
 
-        await self.store.write(unit)
+        try:
+            await self.store.write(unit)
+        except FencedMemberEpoch:
+            GROUP_FENCED_COMMITS.labels("transaction").inc()
+            raise
 
     async def end(self, txn_id: str, commit: bool) -> TxnState:
         """Commit or abort; repeating the same request answers the same, the other one is 409."""
         locks = await self._locks_of(txn_id) if self.store.orders_locks else []
-        ended = await self.store.write_merged(self._end_kind, _EndRequest(txn_id, commit), locks=locks)
+        try:
+            ended = await self.store.write_merged(self._end_kind, _EndRequest(txn_id, commit), locks=locks)
+        except FencedMemberEpoch:
+            GROUP_FENCED_COMMITS.labels("transaction_commit").inc()
+            raise
         self.notifier.notify(ended.touched)  # read_committed readers held at the LSO may go on
         if commit and ended.txn.state is TxnState.TIMED_OUT:
             if ended.txn.producer_id is not None:
@@ -250,6 +269,10 @@ class Coordinator:
             refuse_fenced(conn, txn, epochs)
             # Only an OPEN transaction can be asked to end; from any other state this raises ALREADY_RESOLVED.
             opening[transition(txn.state, prepare_state(request.commit), f"transaction {txn.txn_id}")].append(txn)
+        committing = [t.txn_id for move, txns in opening.items() if move.target is TxnState.PREPARE_COMMIT for t in txns]
+        if committing:
+            # A zombie member's transaction must not commit offsets of a partition it lost.
+            group_fencing.check_staged(conn, txn_store.staged_commits(conn, committing))
         for move, txns in opening.items():
             moved = txn_store.transition_many(conn, [t.txn_id for t in txns], move)
             if len(moved) != len(txns):

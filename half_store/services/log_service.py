@@ -12,10 +12,12 @@ from sqlalchemy import Connection
 
 from half_store.domain.constants import ISOLATION_READ_COMMITTED, is_system_topic
 from half_store.domain.errors import (
+    FencedMemberEpoch,
     OffsetOutOfRange,
     PartitionNotFound,
     ReservedTopic,
 )
+from half_store.domain.group_records import MemberRef
 from half_store.domain.partitioner import partition_for_key
 from half_store.domain.records import (
     AppendResult,
@@ -28,6 +30,8 @@ from half_store.domain.records import (
     StoredMessage,
     Topic,
 )
+from half_store.metrics import GROUP_FENCED_COMMITS
+from half_store.services import group_fencing
 from half_store.services.notifier import PartitionNotifier
 from half_store.services.stamped_append import STAMPED_APPEND, StampedAppend
 from half_store.storage import group_store, log_store
@@ -158,7 +162,10 @@ class LogService:
 
     # -- consumer groups ------------------------------------------------------------------------
 
-    async def commit_group_offsets(self, group: str, commits: Sequence[OffsetCommit]) -> None:
+    async def commit_group_offsets(
+        self, group: str, commits: Sequence[OffsetCommit], member: MemberRef | None = None
+    ) -> None:
+        """Set the group's offsets; while it has live members, only a member may, for its own partitions."""
         resolved = [(await self.store.topic(c.topic), c) for c in commits]
         for topic, commit in resolved:
             check_partition(topic, commit.partition)
@@ -166,11 +173,16 @@ class LogService:
         def unit(conn: Connection) -> None:
             for topic, commit in resolved:
                 check_offset_committable(conn, topic, commit)
+            group_fencing.check_commit(conn, group, member, [(t, c.partition) for t, c in resolved])
             group_store.commit_offsets(
                 conn, group, [(t.topic_id, c.partition, c.offset, c.metadata) for t, c in resolved]
             )
 
-        await self._write_for_topics([t for t, _ in resolved], unit)
+        try:
+            await self._write_for_topics([t for t, _ in resolved], unit)
+        except FencedMemberEpoch:
+            GROUP_FENCED_COMMITS.labels("offsets").inc()
+            raise
 
     async def _write_for_topics(self, found: list[Topic], unit: Callable[[Connection], None]) -> None:
         """Write ``unit``; a missing partition row of one of ``found`` means that topic was deleted."""

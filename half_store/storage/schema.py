@@ -173,6 +173,9 @@ transaction_offsets = Table(
     Column("partition", Integer, primary_key=True, autoincrement=False),
     Column("offset", BigInteger, nullable=False),
     Column("metadata", Text, nullable=True),
+    # Who staged them, when it was a group member: checked again when the transaction commits.
+    Column("member_id", String(64), nullable=True),
+    Column("member_epoch", Integer, nullable=True),
 )
 
 # Mode 1: the index over RMQ_SYS_TRANS_HALF_TOPIC. The message itself lives in the log.
@@ -333,4 +336,47 @@ job_rounds = Table(
     Column("job", String(64), primary_key=True),
     Column("holder", String(128), nullable=False),
     Column("finished_at", BigInteger, nullable=False),
+)
+
+# -- consumer groups with members (KIP-848) -----------------------------------------------
+
+# One row per group that ever had a member. Every change to a group's members and
+# partitions locks this row first (SELECT … FOR UPDATE), so two broker processes on one
+# PostgreSQL apply a group's joins, heartbeats, leaves and fenced commits one at a time.
+consumer_groups = Table(
+    "consumer_groups",
+    metadata,
+    Column("group_id", String(255), primary_key=True),
+    Column("group_epoch", Integer, nullable=False),  # + 1 whenever the target assignment changes
+    Column("created_at", BigInteger, nullable=False),
+    Column("updated_at", BigInteger, nullable=False),
+)
+
+group_members = Table(
+    "group_members",
+    metadata,
+    Column("group_id", String(255), primary_key=True),
+    Column("member_id", String(64), primary_key=True),
+    Column("member_epoch", Integer, nullable=False),
+    Column("topics", Text, nullable=False),  # JSON list of the subscribed topic names
+    Column("session_timeout_ms", Integer, nullable=False),
+    Column("joined_at", BigInteger, nullable=False),
+    Column("last_heartbeat_at", BigInteger, nullable=False),
+    # last_heartbeat_at + session_timeout_ms: what the expiry job scans.
+    Column("expires_at", BigInteger, nullable=False),
+)
+Index("ix_group_members_expires_at", group_members.c.expires_at)
+
+# A group's partitions that are held by a member or targeted at one. The primary key is
+# what makes "a partition has at most one owner" a database constraint.
+group_partitions = Table(
+    "group_partitions",
+    metadata,
+    Column("group_id", String(255), primary_key=True),
+    Column("topic_id", Integer, primary_key=True, autoincrement=False),
+    Column("partition", Integer, primary_key=True, autoincrement=False),
+    Column("state", String(16), nullable=False),  # FREE, ASSIGNED or REVOKING
+    Column("owner_member_id", String(64), nullable=True),
+    Column("granted_epoch", Integer, nullable=True),  # the owner's member epoch when it got the partition
+    Column("target_member_id", String(64), nullable=True),
 )

@@ -225,16 +225,62 @@ def mark_partitions_ended(conn: Connection, ended: Sequence[tuple[str, int, int,
     update_rows(conn, transaction_partitions, ("txn_id", "topic_id", "partition"), ("marker_offset", "aborted"), ended)
 
 
-def put_offsets(conn: Connection, txn_id: str, group: str, offsets: Sequence[tuple[int, int, int, str | None]]) -> None:
+def put_offsets(
+    conn: Connection,
+    txn_id: str,
+    group: str,
+    offsets: Sequence[tuple[int, int, int, str | None]],
+    member: tuple[str, int] | None = None,
+) -> None:
+    """Stage ``(topic_id, partition, offset, metadata)``; ``member``: who staged them, ``(member id, epoch)``."""
+    member_id, member_epoch = member if member is not None else (None, None)
     upsert(
         conn,
         transaction_offsets,
         [
-            {"txn_id": txn_id, "group_id": group, "topic_id": t, "partition": p, "offset": o, "metadata": m}
+            {
+                "txn_id": txn_id,
+                "group_id": group,
+                "topic_id": t,
+                "partition": p,
+                "offset": o,
+                "metadata": m,
+                "member_id": member_id,
+                "member_epoch": member_epoch,
+            }
             for t, p, o, m in offsets
         ],
         keys=("txn_id", "group_id", "topic_id", "partition"),
     )
+
+
+@dataclass(frozen=True, slots=True)
+class StagedCommit:
+    """Offsets a transaction staged for one group partition, and who staged them."""
+
+    txn_id: str
+    group: str
+    topic_id: int
+    partition: int
+    member_id: str | None
+    member_epoch: int | None
+
+
+def staged_commits(conn: Connection, txn_ids: Sequence[str]) -> list[StagedCommit]:
+    rows = conn.execute(
+        select(
+            transaction_offsets.c.txn_id,
+            transaction_offsets.c.group_id,
+            transaction_offsets.c.topic_id,
+            transaction_offsets.c.partition,
+            transaction_offsets.c.member_id,
+            transaction_offsets.c.member_epoch,
+        ).where(transaction_offsets.c.txn_id.in_(txn_ids))
+    )
+    return [
+        StagedCommit(str(t), str(g), int(topic), int(p), m, None if e is None else int(e))
+        for t, g, topic, p, m, e in rows
+    ]
 
 
 StagedOffsets = dict[str, list[tuple[int, int, int, str | None]]]

@@ -14,6 +14,7 @@ from sdk.message import Message, to_wire
 from sdk.models import (
     CommittedOffset,
     FetchResult,
+    GroupDescription,
     HalfMessageInfo,
     TopicMetadata,
     TransactionInfo,
@@ -61,6 +62,14 @@ class AsyncClient(AsyncBase):
     async def committed_offsets(self, group: str) -> list[CommittedOffset]:
         """Every committed offset of ``group``."""
         return await self._transport.call(_api.group_offsets(group))
+
+    async def list_groups(self) -> list[dict[str, Any]]:
+        """``[{"group", "state", "members"}]`` of every consumer group."""
+        return await self._transport.call(_api.list_groups())
+
+    async def describe_group(self, group: str) -> GroupDescription:
+        """``group``'s state, live members with their assignments, and committed offsets with lag."""
+        return await self._transport.call(_api.describe_group(group))
 
     async def produce(self, topic: str, messages: Iterable[Message]) -> list[tuple[int, int]]:
         """Write ``messages`` atomically, partitioned by the broker (not idempotent)."""

@@ -11,11 +11,13 @@ from typing import Any
 from sdk import _api
 from sdk._api import TopicPartition
 from sdk._http import DEFAULT_MAX_CONNECTIONS, DEFAULT_TIMEOUT, RetryPolicy
+from sdk._membership import committing_member, refreshed_member
 from sdk._routing import PartitionRouter
 from sdk._txn_state import TransactionManager, TransactionState
 from sdk.aio._base import AsyncBase
-from sdk.errors import ConcurrentTransactionsError
+from sdk.errors import ConcurrentTransactionsError, FencedMemberEpochError
 from sdk.message import to_wire
+from sdk.models import GroupMetadata
 from sdk.transactional import DEFAULT_TRANSACTION_TIMEOUT_MS
 
 logger = logging.getLogger("halfmq.sdk")
@@ -84,13 +86,22 @@ class AsyncTransactionalProducer(AsyncBase):
             manager.acknowledge(tp, base, 1)
             return p, result.offsets[0]
 
-    async def send_offsets_to_transaction(self, offsets: Mapping[TopicPartition, int], group: str) -> None:
-        """Commit ``group``'s offsets with this transaction."""
+    async def send_offsets_to_transaction(
+        self, offsets: Mapping[TopicPartition, int], group: str | GroupMetadata
+    ) -> None:
+        """Commit the group's offsets with this transaction (see the blocking twin for ``group``)."""
+        name, member = committing_member(offsets, group)
         async with self._lock:
             self._manager.require_in_transaction("send_offsets_to_transaction")
             with self._manager.failures_recorded():
                 txn_id = await self._ensure_broker_transaction()
-                await self._transport.call(_api.add_offsets_to_transaction(txn_id, group, offsets))
+                try:
+                    await self._transport.call(_api.add_offsets_to_transaction(txn_id, name, offsets, member))
+                except FencedMemberEpochError:
+                    fresh = refreshed_member(offsets, member)  # a heartbeat moved the epoch on meanwhile
+                    if fresh is None:
+                        raise
+                    await self._transport.call(_api.add_offsets_to_transaction(txn_id, name, offsets, fresh))
 
     async def commit_transaction(self) -> None:
         """Commit; call again if it raised with an unknown outcome."""

@@ -163,10 +163,22 @@ def test_every_route_answers_as_the_document_declares(client: TestClient) -> Non
     assert client.post(f"/v1/transactions/{txn}/commit").status_code == 409
     assert client.get("/v1/transactions/txn-missing").status_code == 404
 
-    # Consumer groups.
+    # Consumer groups: offsets, then members, their assignment and fenced commits.
     commit = {"offsets": [{"topic": "orders", "partition": 1, "offset": 1, "metadata": "m"}]}
     assert client.post("/v1/groups/g/offsets", json=commit).status_code == 200
     assert client.get("/v1/groups/g/offsets").json()["offsets"]
+    joined = client.post("/v1/groups/g/members", json={"topics": ["orders"]}).json()
+    member = f"/v1/groups/g/members/{joined['member_id']}"
+    beat = {"member_epoch": joined["member_epoch"], "owned": joined["assignment"]}
+    assert client.post(f"{member}/heartbeat", json=beat).json()["assignment"]
+    assert client.post(f"{member}/heartbeat", json={**beat, "member_epoch": 0}).status_code == 409
+    assert client.post("/v1/groups/g/members/nobody/heartbeat", json=beat).status_code == 404
+    assert client.post("/v1/groups/g/members", json={"topics": ["orders"], "session_timeout_ms": 1}).status_code == 422
+    assert client.post("/v1/groups/g/offsets", json=commit).status_code == 409  # not a member's commit
+    assert client.get("/v1/groups").json()["groups"]
+    assert client.get("/v1/groups/g").json()["members"]
+    assert client.delete(member).status_code == 204
+    assert client.get("/v1/groups/never-seen").status_code == 404
 
     # Mode 1: two half messages, polled for checks (one JSON, one binary), then resolved each way.
     half = {"topic": "orders", "producer_group": "pg", "transaction_id": "t-1", "value": 1, "headers": {"h": "v"}}

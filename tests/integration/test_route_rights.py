@@ -155,6 +155,17 @@ def _topic_delete(world: World) -> tuple[Request, list[Grant]]:
     return ("DELETE", f"/v1/topics/{name}", None), [("topic", name, "alter")]
 
 
+def _member(world: World, action: str) -> tuple[Request, list[Grant]]:
+    group = world.fresh("cg")
+    joined = world.call("POST", f"/v1/groups/{group}/members", {"topics": ["orders"]})
+    url = f"/v1/groups/{group}/members/{joined['member_id']}"
+    grants = [("group", group, "read")]
+    if action == "leave":
+        return ("DELETE", url, None), grants
+    owned = joined["assignment"]
+    return ("POST", f"{url}/heartbeat", {"member_epoch": joined["member_epoch"], "owned": owned}), grants
+
+
 def _fixed(request: Request, grants: list[Grant]) -> Callable[[World], tuple[Request, list[Grant]]]:
     return lambda world: (request, grants)
 
@@ -318,6 +329,24 @@ CASES: dict[tuple[str, str], list[Case]] = {
     ("GET", "/v1/transactions"): [Case(_fixed(("GET", "/v1/transactions", None), CLUSTER_DESCRIBE))],
     ("GET", "/v1/checker"): [Case(_fixed(("GET", "/v1/checker", None), CLUSTER_DESCRIBE))],
     ("POST", "/v1/half-messages/{message_id}/recheck"): [Case(_recheck)],
+    ("POST", "/v1/groups/{group}/members"): [
+        Case(
+            lambda w: (
+                ("POST", f"/v1/groups/{(g := w.fresh('cg'))}/members", {"topics": ["orders"]}),
+                [("group", g, "read"), ("topic", "orders", "read")],
+            )
+        )
+    ],
+    ("POST", "/v1/groups/{group}/members/{member_id}/heartbeat"): [Case(lambda w: _member(w, "heartbeat"))],
+    ("DELETE", "/v1/groups/{group}/members/{member_id}"): [Case(lambda w: _member(w, "leave"))],
+    ("GET", "/v1/groups"): [
+        Case(
+            _fixed(("GET", "/v1/groups", None), [("group", "seeded", "describe")]),
+            listed=("groups", "group", "seeded"),
+            filtered_by=(("group", "seeded", "describe"),),
+        )
+    ],
+    ("GET", "/v1/groups/{group}"): [Case(_fixed(("GET", "/v1/groups/seeded", None), [("group", "seeded", "describe")]))],
 }
 
 

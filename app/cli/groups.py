@@ -1,0 +1,136 @@
+"""``halfmq groups list|describe|reset-offsets``: consumer groups, through the broker's HTTP API.
+
+The verbs only format; the broker decides. ``reset-offsets`` checks that the group has no
+live members first, to say so plainly, but the broker refuses the commit anyway
+(409 ``FENCED_MEMBER_EPOCH``) if a member joins in between.
+"""
+
+from __future__ import annotations
+
+from typing import Annotated, Any
+from urllib.parse import quote
+
+import typer
+from rich.table import Table
+
+from app.cli.remote import (
+    DEFAULT_URL,
+    EXIT_CONFLICT,
+    EXIT_REFUSED,
+    JsonOption,
+    Remote,
+    TokenOption,
+    UrlOption,
+    fail,
+    remote,
+)
+from sdk.errors import GroupNotFoundError
+
+groups_cli = typer.Typer(help="Consumer groups: members, assignments, committed offsets and lag.", no_args_is_help=True)
+GroupArgument = Annotated[str, typer.Argument(help="The consumer group")]
+
+
+def _path(group: str) -> str:
+    return f"/v1/groups/{quote(group, safe='')}"
+
+
+def _partitions(partitions: list[dict[str, Any]]) -> str:
+    return ", ".join(f"{p['topic']}/{p['partition']}" for p in partitions) or "-"
+
+
+@groups_cli.command("list")
+def list_groups(url: UrlOption = DEFAULT_URL, token: TokenOption = None, as_json: JsonOption = False) -> None:
+    """Every consumer group with its state and live members."""
+
+    def render(answer: dict[str, Any]) -> Table:
+        table = Table("group", "state", "members")
+        for group in answer["groups"]:
+            table.add_row(group["group"], group["state"], str(group["members"]))
+        return table
+
+    with remote(url, token, as_json) as broker:
+        broker.show(broker.request("GET", "/v1/groups"), render)
+
+
+@groups_cli.command("describe")
+def describe(
+    group: GroupArgument, url: UrlOption = DEFAULT_URL, token: TokenOption = None, as_json: JsonOption = False
+) -> None:
+    """A group's members (epoch, assignment, partitions being given up, last heartbeat) and offsets with lag."""
+
+    def render(answer: dict[str, Any]) -> Table:
+        table = Table(title=f"{answer['group']}: {answer['state']} (group epoch {answer['group_epoch']})")
+        for column in ("member", "epoch", "state", "assignment", "revoking", "last heartbeat (ms)"):
+            table.add_column(column)
+        for m in answer["members"]:
+            table.add_row(
+                m["member_id"], str(m["member_epoch"]), m["state"], _partitions(m["assignment"]),
+                _partitions(m["revoking"]), str(m["last_heartbeat_ms"]),
+            )
+        offsets = Table("topic", "partition", "offset", "lag", title="committed offsets")
+        for o in answer["offsets"]:
+            offsets.add_row(o["topic"], str(o["partition"]), str(o["offset"]), str(o["lag"]))
+        grid = Table.grid()
+        grid.add_row(table)
+        grid.add_row(offsets)
+        return grid
+
+    with remote(url, token, as_json) as broker:
+        broker.show(broker.request("GET", _path(group)), render)
+
+
+def _live_members(broker: Remote, group: str) -> int:
+    try:
+        answer = broker.request("GET", _path(group))
+    except GroupNotFoundError:
+        return 0
+    return len(answer["members"])
+
+
+@groups_cli.command("reset-offsets")
+def reset_offsets(
+    group: GroupArgument,
+    topic: Annotated[str, typer.Option("--topic", help="The topic whose offsets to reset")],
+    to_earliest: Annotated[bool, typer.Option("--to-earliest", help="To each partition's log start offset")] = False,
+    to_latest: Annotated[bool, typer.Option("--to-latest", help="To each partition's high watermark")] = False,
+    to_offset: Annotated[
+        int | None, typer.Option("--to-offset", min=0, help="To this offset (kept within each partition's range)")
+    ] = None,
+    partition: Annotated[
+        list[int] | None, typer.Option("--partition", help="Only this partition (repeatable); default all")
+    ] = None,
+    url: UrlOption = DEFAULT_URL,
+    token: TokenOption = None,
+    as_json: JsonOption = False,
+) -> None:
+    """Move a group's committed offsets on a topic; refused while the group has live members."""
+    if sum((to_earliest, to_latest, to_offset is not None)) != 1:
+        fail("give exactly one of --to-earliest, --to-latest and --to-offset N", EXIT_REFUSED)
+    with remote(url, token, as_json) as broker:
+        members = _live_members(broker, group)
+        if members:
+            fail(f"group {group!r} has {members} live member(s); stop its consumers first", EXIT_CONFLICT)
+        described = broker.request("GET", f"/v1/topics/{quote(topic, safe='')}")
+        chosen = [p for p in described["partitions"] if partition is None or p["partition"] in partition]
+        if partition is not None and len(chosen) != len(set(partition)):
+            known = sorted(p["partition"] for p in described["partitions"])
+            fail(f"topic {topic!r} has partitions {known}, not all of {sorted(set(partition))}", EXIT_REFUSED)
+        offsets = []
+        for p in chosen:
+            if to_earliest:
+                target = p["log_start_offset"]
+            elif to_latest:
+                target = p["high_watermark"]
+            else:
+                assert to_offset is not None
+                target = min(max(to_offset, p["log_start_offset"]), p["high_watermark"])
+            offsets.append({"topic": topic, "partition": p["partition"], "offset": target})
+        broker.request("POST", f"{_path(group)}/offsets", body={"offsets": offsets})
+
+        def render(answer: dict[str, Any]) -> Table:
+            table = Table("topic", "partition", "new offset", title=f"{group}: offsets reset")
+            for o in answer["offsets"]:
+                table.add_row(o["topic"], str(o["partition"]), str(o["offset"]))
+            return table
+
+        broker.show({"group": group, "offsets": offsets}, render)
