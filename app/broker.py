@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import contextlib
 import logging
 from collections.abc import AsyncIterator
 from contextlib import asynccontextmanager
@@ -15,6 +16,7 @@ from half_store.services.coordinator import Coordinator
 from half_store.services.half_messages import HalfMessageService
 from half_store.services.log_service import LogService
 from half_store.services.notifier import PartitionNotifier
+from half_store.services.share_groups import ShareGroupService
 from half_store.settings import Settings
 from half_store.storage.database import open_database
 from half_store.storage.migrate import upgrade
@@ -31,6 +33,7 @@ class Broker:
     coordinator: Coordinator
     halves: HalfMessageService
     polling: CheckPolling
+    shares: ShareGroupService
 
     @classmethod
     def open(cls, settings: Settings) -> Broker:
@@ -46,6 +49,7 @@ class Broker:
             coordinator=Coordinator(log_service, settings),
             halves=halves,
             polling=CheckPolling(halves, settings, notifier),
+            shares=ShareGroupService(log_service, settings),
         )
 
     async def ready(self) -> bool:
@@ -59,6 +63,8 @@ class Broker:
     async def metrics(self) -> bytes:
         """The core's metrics in Prometheus text format."""
         LONG_POLL_WAITERS.set(self.log.notifier.waiting)
+        with contextlib.suppress(StorageUnavailable):  # the gauge keeps its last value; /readyz tells the outage
+            await self.shares.refresh_locked_gauge()
         return core_metrics()
 
 
@@ -71,10 +77,11 @@ async def running_broker(settings: Settings) -> AsyncIterator[Broker]:
             upgrade(broker.store.database.writer)
         broker.store.start()
         broker.store.ensure_system_topics()
+        broker.shares.load_secret()
         recovered = await broker.coordinator.complete_prepared()
         if recovered:
             log.info("completed %d transactions left prepared by a crash", recovered)
-        jobs = BackgroundJobs(broker.store, broker.halves, broker.coordinator, settings)
+        jobs = BackgroundJobs(broker.store, broker.halves, broker.coordinator, settings, broker.shares)
         if settings.run_checker:
             jobs.start()
         try:

@@ -9,6 +9,7 @@ if TYPE_CHECKING:
     from half_store.services.coordinator import Coordinator
     from half_store.services.half_messages import HalfMessageService
     from half_store.services.log_service import LogService
+    from half_store.services.share_groups import ShareGroupService
     from half_store.settings import Settings
 
 
@@ -20,6 +21,7 @@ class BrokerHandle(Protocol):
     coordinator: Coordinator
     halves: HalfMessageService
     polling: CheckPolling
+    shares: ShareGroupService
 
     async def ready(self) -> bool: ...
 

@@ -7,7 +7,7 @@ from contextlib import asynccontextmanager
 
 from fastapi import FastAPI
 
-from app.api import half_routes, log_routes, ops_routes, txn_routes
+from app.api import half_routes, log_routes, ops_routes, share_routes, txn_routes
 from app.api.encoding import MessageLimits
 from app.api.errors import install_error_handlers
 from app.api.middleware import BodyLimitMiddleware, MetricsMiddleware
@@ -47,6 +47,7 @@ def create_app(settings: Settings | None = None) -> FastAPI:
     app.include_router(log_routes.router)
     app.include_router(txn_routes.router)
     app.include_router(half_routes.router)
+    app.include_router(share_routes.router)
     app.include_router(ops_routes.router)
     app.add_middleware(BodyLimitMiddleware, max_bytes=settings.max_request_bytes)
     app.add_middleware(MetricsMiddleware)

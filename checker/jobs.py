@@ -24,6 +24,7 @@ from half_store.domain.records import now_ms
 from half_store.metrics import CHECKER_LEADER
 from half_store.services.coordinator import Coordinator
 from half_store.services.half_messages import HalfMessageService
+from half_store.services.share_groups import ShareGroupService
 from half_store.settings import Settings
 from half_store.storage import lease_store
 from half_store.storage.store import Store
@@ -34,10 +35,18 @@ LEASE_NAME = "checker"
 
 
 class BackgroundJobs:
-    def __init__(self, store: Store, halves: HalfMessageService, coordinator: Coordinator, settings: Settings) -> None:
+    def __init__(
+        self,
+        store: Store,
+        halves: HalfMessageService,
+        coordinator: Coordinator,
+        settings: Settings,
+        shares: ShareGroupService,
+    ) -> None:
         self.store = store
         self.settings = settings
         self.coordinator = coordinator
+        self.shares = shares
         self.holder = f"{socket.gethostname()}:{os.getpid()}:{secrets.token_hex(4)}"
         self.http = httpx.AsyncClient(limits=httpx.Limits(max_connections=settings.check_concurrency))
         self.back_checker = BackChecker(halves, settings, self.http)
@@ -56,6 +65,7 @@ class BackgroundJobs:
             self.end_transactions, "interval", seconds=min(1.0, self.settings.check_interval_seconds), next_run_time=soon
         )
         self.scheduler.add_job(self.clean_up, "interval", seconds=60, next_run_time=soon)
+        self.scheduler.add_job(self.dead_letter_share_records, "interval", seconds=1.0, next_run_time=soon)
         for job in self.scheduler.get_jobs():
             job.modify(max_instances=1, coalesce=True, misfire_grace_time=None)
         self.scheduler.start()
@@ -96,6 +106,11 @@ class BackgroundJobs:
     async def end_transactions(self) -> None:
         await self._guarded("transaction timeouts", self.coordinator.abort_expired)
         await self._guarded("prepared transactions", self.coordinator.complete_prepared)
+
+    async def dead_letter_share_records(self) -> None:
+        """Share-group records whose last allowed lock ran out go to their dead-letter topic,
+        even when nobody receives from the group any more."""
+        await self._guarded("share-group dead letters", self.shares.dead_letter_expired)
 
     async def clean_up(self) -> None:
         await self._guarded("retention", self.retention.run_once)

@@ -32,6 +32,7 @@ if TYPE_CHECKING:
     from half_store.services.coordinator import Coordinator
     from half_store.services.half_messages import HalfMessageService
     from half_store.services.log_service import LogService
+    from half_store.services.share_groups import ShareGroupService
 
 log = logging.getLogger(__name__)
 
@@ -165,6 +166,7 @@ class RemoteBroker:
         self.coordinator = cast("Coordinator", _ServiceProxy(link, "coordinator"))
         self.halves = cast("HalfMessageService", _ServiceProxy(link, "halves"))
         self.polling = cast("CheckPolling", _ServiceProxy(link, "polling"))
+        self.shares = cast("ShareGroupService", _ServiceProxy(link, "shares"))
 
     async def ready(self) -> bool:
         try:

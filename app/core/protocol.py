@@ -44,6 +44,7 @@ EXPOSED: dict[str, frozenset[str]] = {
         {"prepare", "commit", "rollback", "get", "list_messages", "register_listener", "remove_listener"}
     ),
     "polling": frozenset({"poll"}),
+    "shares": frozenset({"receive", "acknowledge", "extend", "acknowledge_in_transaction", "describe"}),
     "broker": frozenset({"ready", "metrics"}),
 }
 

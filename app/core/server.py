@@ -47,6 +47,7 @@ class CoreServer:
             "coordinator": broker.coordinator,
             "halves": broker.halves,
             "polling": broker.polling,
+            "shares": broker.shares,
             "broker": broker,
         }
         self._reader = reader

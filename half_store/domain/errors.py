@@ -121,3 +121,7 @@ class InvalidTransactionTimeout(BrokerError):
 def bad_unicode() -> ValidationFailed:
     """A string that cannot be encoded: lone surrogates, which JSON allows and storage does not."""
     return ValidationFailed("strings must be valid Unicode (no lone surrogates)")
+
+
+class ShareGroupNotFound(BrokerError):
+    status, code = 404, "SHARE_GROUP_NOT_FOUND"

@@ -390,6 +390,23 @@ def aborted_transactions(conn: Connection, topic_id: int, partition: int, start:
     return {row[0] for row in rows}
 
 
+def count_readable(conn: Connection, topic: Topic, partition: int, start: int, end: int) -> int:
+    """How many messages ``read_committed`` would return from ``[start, end)``: no markers, no aborted ones."""
+    if start >= end:
+        return 0
+    in_range = [
+        messages.c.topic_id == topic.topic_id,
+        messages.c.partition == partition,
+        messages.c.offset >= start,
+        messages.c.offset < end,
+        messages.c.control == CONTROL_NONE,
+    ]
+    aborted = aborted_transactions(conn, topic.topic_id, partition, start, end)
+    if aborted:
+        in_range.append(messages.c.txn_id.is_(None) | messages.c.txn_id.notin_(sorted(aborted)))
+    return int(conn.execute(select(func.count()).select_from(messages).where(*in_range)).scalar_one())
+
+
 # -- retention --------------------------------------------------------------------------
 
 

@@ -1,0 +1,222 @@
+"""Routes for share groups (queue consumption) and acknowledgements inside transactions: validate and delegate."""
+
+from __future__ import annotations
+
+from typing import Annotated, Literal
+
+from fastapi import APIRouter, Path, Request
+from pydantic import BaseModel, Field
+from starlette.responses import Response
+
+from app.api.encoding import JsonResponse, message_json
+from app.api.log_routes import ERRORS, broker_of
+from app.api.models import MessageOut, Strict, TopicName
+from app.handle import BrokerHandle
+from app.metrics import MESSAGES_OUT
+from half_store.domain.constants import SHARE_GROUP_PATTERN
+from half_store.domain.errors import ValidationFailed
+from half_store.domain.records import StoredMessage
+from half_store.domain.share_records import Acknowledgement, ReceiptResult
+from half_store.domain.share_state import AckType
+from half_store.settings import Settings
+
+router = APIRouter(prefix="/v1", responses=ERRORS)  # type: ignore[arg-type]
+
+ShareGroupPath = Annotated[
+    str, Path(pattern=SHARE_GROUP_PATTERN, description="^[A-Za-z0-9._-]{1,245}$ (its dead letters go to DLQ.{group})")
+]
+ShareGroupName = Annotated[str, Field(pattern=SHARE_GROUP_PATTERN)]
+TxnPath = Annotated[str, Path(min_length=1, max_length=64, pattern=r"^[^\x00]*$")]
+# A receipt is any string: one the broker did not sign is answered per ack (UNKNOWN_RECEIPT), not refused.
+ReceiptIn = str
+DEFAULT_RECEIVE_MESSAGES = 100
+DEFAULT_LOCK_MS = 30_000
+
+
+class ShareReceive(Strict):
+    topic: TopicName
+    max_messages: Annotated[int, Field(ge=1)] = DEFAULT_RECEIVE_MESSAGES
+    lock_ms: Annotated[int, Field(ge=1)] = DEFAULT_LOCK_MS
+    max_wait_ms: Annotated[int, Field(ge=0)] = 0
+    ordered: bool = Field(
+        False,
+        description="Per-key order: while a message of a key is locked (or waits to be redelivered), no later "
+        "message of that key is handed out. Use it on every consumer of the group.",
+    )
+
+
+class ReceivedOut(MessageOut):
+    receipt: str
+    delivery_count: int
+    lock_expires_ms: int
+
+
+class ShareReceived(BaseModel):
+    messages: list[ReceivedOut]
+
+
+class AckIn(Strict):
+    receipt: ReceiptIn
+    type: Literal["ACCEPT", "RELEASE", "REJECT"]
+    delay_ms: Annotated[int, Field(ge=0)] | None = Field(None, description="RELEASE only: deliverable again after this")
+
+
+class ShareAcks(Strict):
+    acks: Annotated[list[AckIn], Field(min_length=1)]
+
+
+class ShareExtend(Strict):
+    receipts: Annotated[list[ReceiptIn], Field(min_length=1)]
+    lock_ms: Annotated[int, Field(ge=1)] = DEFAULT_LOCK_MS
+
+
+class TransactionAcks(Strict):
+    group: ShareGroupName
+    receipts: Annotated[list[ReceiptIn], Field(min_length=1)]
+
+
+class ReceiptOutcome(BaseModel):
+    receipt: str
+    ok: bool
+    error: Literal["RECEIPT_EXPIRED", "UNKNOWN_RECEIPT"] | None = None
+    lock_expires_ms: int | None = Field(None, description="extend: when the renewed lock runs out")
+
+
+class ReceiptOutcomes(BaseModel):
+    results: list[ReceiptOutcome]
+
+
+class SharePartitionOut(BaseModel):
+    partition: int
+    start_offset: int
+    end_offset: int
+    available: int
+    locked: int
+    accepted: int
+    dlq: int
+
+
+class ShareTopicOut(BaseModel):
+    topic: str
+    available: int
+    locked: int
+    accepted: int
+    dlq: int
+    partitions: list[SharePartitionOut]
+
+
+class ShareGroupDescription(BaseModel):
+    group: str
+    topics: list[ShareTopicOut]
+
+
+@router.post("/share-groups/{group}/receive", response_model=ShareReceived, tags=["share groups"])
+async def receive(group: ShareGroupPath, body: ShareReceive, request: Request) -> Response:
+    broker = broker_of(request)
+    settings = broker.settings
+    check_lock_ms(settings, body.lock_ms)
+    if body.max_messages > settings.share_max_messages:
+        raise ValidationFailed(f"max_messages is limited to {settings.share_max_messages}")
+    if body.max_wait_ms > settings.max_fetch_wait_ms:
+        raise ValidationFailed(f"max_wait_ms is limited to {settings.max_fetch_wait_ms}")
+    received = await broker.shares.receive(
+        group, body.topic, body.max_messages, body.lock_ms, body.max_wait_ms, body.ordered,
+        client_gone=request.is_disconnected,
+    )
+    if received:
+        MESSAGES_OUT.labels(body.topic).inc(len(received))
+    return JsonResponse(
+        {
+            "messages": [
+                message_json(StoredMessage(*m[:8]))
+                | {"receipt": m.receipt, "delivery_count": m.delivery_count, "lock_expires_ms": m.lock_expires_ms}
+                for m in received
+            ]
+        }
+    )
+
+
+@router.post("/share-groups/{group}/acks", response_model=ReceiptOutcomes, tags=["share groups"])
+async def acknowledge(group: ShareGroupPath, body: ShareAcks, request: Request) -> Response:
+    broker = broker_of(request)
+    check_count(broker, len(body.acks))
+    acks = []
+    for ack in body.acks:
+        if ack.delay_ms is not None and ack.type != "RELEASE":
+            raise ValidationFailed("delay_ms goes with RELEASE only")
+        if ack.delay_ms is not None and ack.delay_ms > broker.settings.share_max_lock_ms:
+            raise ValidationFailed(f"delay_ms is limited to {broker.settings.share_max_lock_ms}")
+        acks.append(Acknowledgement(ack.receipt, AckType(ack.type), ack.delay_ms or 0))
+    return outcomes(await broker.shares.acknowledge(group, acks))
+
+
+@router.post("/share-groups/{group}/extend", response_model=ReceiptOutcomes, tags=["share groups"])
+async def extend(group: ShareGroupPath, body: ShareExtend, request: Request) -> Response:
+    broker = broker_of(request)
+    check_count(broker, len(body.receipts))
+    check_lock_ms(broker.settings, body.lock_ms)
+    return outcomes(await broker.shares.extend(group, body.receipts, body.lock_ms))
+
+
+@router.get("/share-groups/{group}", response_model=ShareGroupDescription, tags=["share groups"])
+async def describe(group: ShareGroupPath, request: Request) -> Response:
+    views = await broker_of(request).shares.describe(group)
+    return JsonResponse(
+        {
+            "group": group,
+            "topics": [
+                {
+                    "topic": view.topic,
+                    "available": view.available,
+                    "locked": view.locked,
+                    "accepted": view.accepted,
+                    "dlq": view.dead_lettered,
+                    "partitions": [
+                        {
+                            "partition": p.partition,
+                            "start_offset": p.start_offset,
+                            "end_offset": p.end_offset,
+                            "available": p.available,
+                            "locked": p.locked,
+                            "accepted": p.accepted,
+                            "dlq": p.dead_lettered,
+                        }
+                        for p in view.partitions
+                    ],
+                }
+                for view in views
+            ],
+        }
+    )
+
+
+@router.post("/transactions/{txn_id}/acks", response_model=ReceiptOutcomes, tags=["transactions"])
+async def acknowledge_in_transaction(txn_id: TxnPath, body: TransactionAcks, request: Request) -> Response:
+    """The receipts' messages stay locked while the transaction is open; accepted if it commits, released
+    (delivery counts kept) if it aborts or times out. A receipt answered ``ok: false`` is not part of it."""
+    broker = broker_of(request)
+    check_count(broker, len(body.receipts))
+    return outcomes(await broker.shares.acknowledge_in_transaction(txn_id, body.group, body.receipts))
+
+
+def check_lock_ms(settings: Settings, lock_ms: int) -> None:
+    if not settings.share_min_lock_ms <= lock_ms <= settings.share_max_lock_ms:
+        raise ValidationFailed(f"lock_ms must lie in {settings.share_min_lock_ms}..{settings.share_max_lock_ms}")
+
+
+def check_count(broker: BrokerHandle, count: int) -> None:
+    limit = broker.settings.max_batch_messages
+    if count > limit:
+        raise ValidationFailed(f"{count} receipts in one request is over the limit of {limit}")
+
+
+def outcomes(results: list[ReceiptResult]) -> Response:
+    answers = []
+    for result in results:
+        answer: dict[str, object] = {"receipt": result.receipt, "ok": result.ok}
+        if result.error is not None:
+            answer["error"] = result.error
+        if result.lock_expires_ms is not None:
+            answer["lock_expires_ms"] = result.lock_expires_ms
+        answers.append(answer)
+    return JsonResponse({"results": answers})
