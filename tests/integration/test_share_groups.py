@@ -13,33 +13,7 @@ from fastapi.testclient import TestClient
 from app.broker import Broker
 from app.main import create_app
 from tests.integration.conftest import create_topic, error_code, make_settings, read_all
-
-GROUP = "workers"
-
-
-def receive(client: TestClient, topic: str = "jobs", group: str = GROUP, **options: Any) -> list[dict[str, Any]]:
-    response = client.post(f"/v1/share-groups/{group}/receive", json={"topic": topic, **options})
-    assert response.status_code == 200, response.text
-    return response.json()["messages"]  # type: ignore[no-any-return]
-
-
-def ack(client: TestClient, messages: list[dict[str, Any]], kind: str = "ACCEPT", group: str = GROUP,
-        **extra: Any) -> list[dict[str, Any]]:
-    body = {"acks": [{"receipt": m["receipt"], "type": kind, **extra} for m in messages]}
-    response = client.post(f"/v1/share-groups/{group}/acks", json=body)
-    assert response.status_code == 200, response.text
-    return response.json()["results"]  # type: ignore[no-any-return]
-
-
-def produce(client: TestClient, values: list[Any], topic: str = "jobs", key: str | None = None) -> None:
-    body = {"messages": [{"value": v, "key": key, "partition": 0} for v in values]}
-    assert client.post(f"/v1/topics/{topic}/messages", json=body).status_code == 200
-
-
-def describe(client: TestClient, group: str = GROUP) -> dict[str, Any]:
-    response = client.get(f"/v1/share-groups/{group}")
-    assert response.status_code == 200, response.text
-    return response.json()  # type: ignore[no-any-return]
+from tests.integration.share_helpers import GROUP, ack, describe, produce, receive
 
 
 @pytest.fixture
@@ -124,7 +98,8 @@ def test_extend_keeps_the_lock_and_the_receipt(short_client: TestClient) -> None
 
 
 def test_reject_goes_straight_to_the_dead_letter_topic_with_its_origin(jobs: TestClient) -> None:
-    jobs.post("/v1/topics/jobs/messages", json={"messages": [{"value": {"n": 1}, "key": "k", "headers": {"trace": "t1"}}]})
+    message = {"value": {"n": 1}, "key": "k", "headers": {"trace": "t1"}}
+    assert jobs.post("/v1/topics/jobs/messages", json={"messages": [message]}).status_code == 200
     rejected = receive(jobs)
     assert ack(jobs, rejected, "REJECT")[0]["ok"]
     assert receive(jobs) == []
