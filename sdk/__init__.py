@@ -5,8 +5,10 @@ Blocking classes (thread-safe unless noted)::
     from sdk import (Client, Producer, Consumer, Message, TransactionProducer,
                      TransactionListener, LocalTransactionState, TransactionalProducer)
 
+Share groups (queue consumption, per-message acks): :class:`ShareConsumer`.
+
 Asyncio twins: :class:`AsyncClient`, :class:`AsyncProducer`,
-:class:`AsyncTransactionalProducer`, :class:`AsyncConsumer`. Every broker error is
+:class:`AsyncTransactionalProducer`, :class:`AsyncConsumer`, :class:`AsyncShareConsumer`. Every broker error is
 a :class:`HalfmqError` subclass carrying ``code``, ``message`` and ``status``.
 The SDK speaks HTTP only (httpx) and never imports broker code.
 """
@@ -17,6 +19,7 @@ from sdk.aio import (
     AsyncClient,
     AsyncConsumer,
     AsyncProducer,
+    AsyncShareConsumer,
     AsyncTransactionalProducer,
 )
 from sdk.client import Client
@@ -41,26 +44,34 @@ from sdk.errors import (
     OutOfOrderSequenceError,
     PartitionNotFoundError,
     ProducerFencedError,
+    ReceiptExpiredError,
     ReservedTopicError,
+    ShareGroupNotFoundError,
     StorageUnavailableError,
     TooManyRequestsError,
     TopicExistsError,
     TopicNotFoundError,
     TransactionNotFoundError,
     UnknownProducerIdError,
+    UnknownReceiptError,
     ValidationError,
 )
 from sdk.message import Message
 from sdk.models import (
+    AckResult,
     CommittedOffset,
     FetchResult,
     HalfMessageInfo,
     PartitionInfo,
     ProducerIdentity,
+    ReceivedMessage,
+    ShareGroupInfo,
+    ShareTopicInfo,
     TopicMetadata,
     TransactionInfo,
 )
 from sdk.producer import Producer
+from sdk.share_consumer import ShareConsumer
 from sdk.transaction_listener import (
     LocalTransactionState,
     TransactionListener,
@@ -72,10 +83,12 @@ from sdk.transactional import TransactionalProducer
 __all__ = [
     "ERRORS_BY_CODE",
     "NO_RETRY",
+    "AckResult",
     "AlreadyResolvedError",
     "AsyncClient",
     "AsyncConsumer",
     "AsyncProducer",
+    "AsyncShareConsumer",
     "AsyncTransactionalProducer",
     "BrokerUnavailableError",
     "Client",
@@ -104,8 +117,14 @@ __all__ = [
     "Producer",
     "ProducerFencedError",
     "ProducerIdentity",
+    "ReceiptExpiredError",
+    "ReceivedMessage",
     "ReservedTopicError",
     "RetryPolicy",
+    "ShareConsumer",
+    "ShareGroupInfo",
+    "ShareGroupNotFoundError",
+    "ShareTopicInfo",
     "StorageUnavailableError",
     "TooManyRequestsError",
     "TopicExistsError",
@@ -119,5 +138,6 @@ __all__ = [
     "TransactionState",
     "TransactionalProducer",
     "UnknownProducerIdError",
+    "UnknownReceiptError",
     "ValidationError",
 ]

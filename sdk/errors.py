@@ -195,6 +195,12 @@ class InvalidTransactionTimeoutError(HalfmqError):
     code, status = "INVALID_TRANSACTION_TIMEOUT", 400
 
 
+class ShareGroupNotFoundError(HalfmqError):
+    """SHARE_GROUP_NOT_FOUND (404): the share group has never received from any topic."""
+
+    code, status = "SHARE_GROUP_NOT_FOUND", 404
+
+
 # --- raised by the SDK itself ----------------------------------------------------------
 
 
@@ -215,6 +221,22 @@ class BrokerUnavailableError(HalfmqError):
     """
 
     code = "BROKER_UNAVAILABLE"
+
+
+class ReceiptExpiredError(HalfmqError):
+    """RECEIPT_EXPIRED: a receipt no longer holds its lock (it ran out, was given back or taken again).
+
+    Raised by :meth:`TransactionalProducer.send_acks_to_transaction` when the broker did
+    not take every receipt into the transaction; the transaction must then be aborted.
+    """
+
+    code = "RECEIPT_EXPIRED"
+
+
+class UnknownReceiptError(HalfmqError):
+    """UNKNOWN_RECEIPT: a receipt the broker did not sign for this share group."""
+
+    code = "UNKNOWN_RECEIPT"
 
 
 ERRORS_BY_CODE: dict[str, type[HalfmqError]] = {
@@ -243,6 +265,7 @@ ERRORS_BY_CODE: dict[str, type[HalfmqError]] = {
         StorageUnavailableError,
         InternalError,
         InvalidTransactionTimeoutError,
+        ShareGroupNotFoundError,
     )
 }
 """Every broker error code this SDK knows, mapped to its exception class."""
