@@ -278,3 +278,29 @@ def test_metrics_count_share_group_work(jobs: TestClient) -> None:
     grown = {name: metric(jobs, name) - before[name] for name in names}
     assert list(grown.values()) == [4, 1, 1, 1, 1]
     assert metric(jobs, "halfmq_share_locked") == 1  # the redelivered one, in this test's own database
+
+
+def test_two_brokers_never_hand_one_released_message_to_two_consumers(database_url: str) -> None:
+    """Redeliveries race hardest: every concurrent one-message receive wants the same lowest released record."""
+    settings = make_settings(database_url)
+    with TestClient(create_app(settings)) as first, TestClient(create_app(settings)) as second:
+        create_topic(first, "jobs")
+        produce(first, list(range(40)))
+        assert all(r["ok"] for r in ack(first, receive(first, max_messages=40), "RELEASE"))
+        taken: list[tuple[int, int]] = []
+        lock = threading.Lock()
+
+        def consume(client: TestClient) -> None:
+            while True:
+                got = receive(client, max_messages=1)
+                if not got:
+                    return
+                with lock:
+                    taken.extend((m["offset"], m["delivery_count"]) for m in got)
+
+        threads = [threading.Thread(target=consume, args=(client,)) for client in (first, second) * 4]
+        for thread in threads:
+            thread.start()
+        for thread in threads:
+            thread.join(60)
+        assert sorted(taken) == [(offset, 2) for offset in range(40)]
