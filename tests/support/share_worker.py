@@ -68,6 +68,7 @@ def main(argv: list[str] | None = None) -> int:
                 kind = decide(message)
                 sent_at_ms = time.time() * 1000
                 receiver.forget(message)
+                write(log, event="acking", worker=args.name, id=message.value["id"], receipt=message.receipt, kind=kind)
                 [result] = acker.release(message) if kind == "RELEASE" else (
                     acker.reject(message) if kind == "REJECT" else acker.ack(message)
                 )
