@@ -259,35 +259,49 @@ def _results(body: Any) -> list[AckResult]:
     return [AckResult.from_json(r) for r in body.get("results") or []]
 
 
-def share_receive(
-    group: str, topic: str, *, max_messages: int, lock_ms: int, max_wait_ms: int, ordered: bool
-) -> Call[list[ReceivedMessage]]:
-    """``POST /v1/share-groups/{group}/receive`` (a long-poll when ``max_wait_ms`` > 0).
-
-    Resent after a lost answer: the messages that answer locked come back once their
-    locks run out, so nothing is lost, only delayed by the lock.
-    """
-    body = {"topic": topic, "max_messages": max_messages, "lock_ms": lock_ms, "max_wait_ms": max_wait_ms}
-    if ordered:
-        body["ordered"] = True
-    return Call(
-        "POST", f"/v1/share-groups/{_seg(group)}/receive", json=body, extra_timeout=max_wait_ms / 1000.0,
-        parse=lambda answer: [ReceivedMessage.from_json(m) for m in answer.get("messages") or []],
-    )
+ShareAck = tuple[str, str, int | None]
+"""``(receipt, "ACCEPT" | "RELEASE" | "REJECT", delay_ms)``."""
 
 
-def share_acks(group: str, acks: Sequence[tuple[str, str, int | None]]) -> Call[list[AckResult]]:
-    """``POST /v1/share-groups/{group}/acks`` with ``(receipt, ACCEPT|RELEASE|REJECT, delay_ms)``.
-
-    Resent after a lost answer: an acknowledgement already applied then reads RECEIPT_EXPIRED.
-    """
+def _acks_json(acks: Sequence[ShareAck]) -> list[dict[str, Any]]:
     entries = []
     for receipt, kind, delay_ms in acks:
         entry: dict[str, Any] = {"receipt": receipt, "type": kind}
         if delay_ms:
             entry["delay_ms"] = delay_ms
         entries.append(entry)
-    return Call("POST", f"/v1/share-groups/{_seg(group)}/acks", json={"acks": entries}, parse=_results)
+    return entries
+
+
+def share_receive(
+    group: str, topic: str, *, max_messages: int, lock_ms: int, max_wait_ms: int, ordered: bool,
+    acks: Sequence[ShareAck] = (),
+) -> Call[tuple[list[ReceivedMessage], list[AckResult]]]:
+    """``POST /v1/share-groups/{group}/receive`` (a long-poll when ``max_wait_ms`` > 0), carrying
+    ``acks`` of earlier messages (applied first; their results come back with the messages).
+
+    Resent after a lost answer: the messages that answer locked come back once their
+    locks run out, so nothing is lost, only delayed by the lock; acknowledgements already
+    applied then read RECEIPT_EXPIRED.
+    """
+    body: dict[str, Any] = {"topic": topic, "max_messages": max_messages, "lock_ms": lock_ms}
+    body["max_wait_ms"] = max_wait_ms
+    if ordered:
+        body["ordered"] = True
+    if acks:
+        body["acks"] = _acks_json(acks)
+    return Call(
+        "POST", f"/v1/share-groups/{_seg(group)}/receive", json=body, extra_timeout=max_wait_ms / 1000.0,
+        parse=lambda answer: ([ReceivedMessage.from_json(m) for m in answer.get("messages") or []], _results(answer)),
+    )
+
+
+def share_acks(group: str, acks: Sequence[ShareAck]) -> Call[list[AckResult]]:
+    """``POST /v1/share-groups/{group}/acks``.
+
+    Resent after a lost answer: an acknowledgement already applied then reads RECEIPT_EXPIRED.
+    """
+    return Call("POST", f"/v1/share-groups/{_seg(group)}/acks", json={"acks": _acks_json(acks)}, parse=_results)
 
 
 def share_extend(group: str, receipts: Sequence[str], lock_ms: int) -> Call[list[AckResult]]:

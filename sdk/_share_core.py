@@ -6,12 +6,16 @@ and which are due for renewal; the two consumer classes only send the requests.
 
 from __future__ import annotations
 
+import logging
 import threading
 from collections.abc import Iterable, Sequence
 from dataclasses import dataclass
 
+from sdk._api import ShareAck
 from sdk.errors import HalfmqError, ReceiptExpiredError, UnknownReceiptError
 from sdk.models import AckResult, ReceivedMessage
+
+logger = logging.getLogger("halfmq.sdk")
 
 Receipted = ReceivedMessage | str
 """What the acknowledging methods take: a received message, or its receipt."""
@@ -40,6 +44,43 @@ def failure(results: Sequence[AckResult]) -> HalfmqError | None:
     return cls(f"{len(failed)} of {len(results)} receipts were not applied: " + ", ".join(
         f"{r.receipt[:16]}… {r.error}" for r in failed[:5]
     ))
+
+
+class PendingAcks:
+    """Acknowledgements deferred to the next receive (or ``flush``). Thread-safe."""
+
+    def __init__(self) -> None:
+        self._acks: list[ShareAck] = []
+        self._guard = threading.Lock()
+
+    def __len__(self) -> int:
+        return len(self._acks)
+
+    def __contains__(self, receipt: object) -> bool:
+        with self._guard:
+            return any(ack[0] == receipt for ack in self._acks)
+
+    def add(self, acks: Iterable[ShareAck]) -> None:
+        with self._guard:
+            self._acks.extend(acks)
+
+    def take(self) -> list[ShareAck]:
+        """Everything deferred so far; the caller sends it (and puts it back if that fails)."""
+        with self._guard:
+            taken, self._acks = self._acks, []
+        return taken
+
+    def restore(self, acks: list[ShareAck]) -> None:
+        with self._guard:
+            self._acks[:0] = acks
+
+
+def report(results: Sequence[AckResult]) -> None:
+    """What becomes of deferred acknowledgements that were refused, when nobody asked: a warning."""
+    failed = [r for r in results if not r.ok]
+    if failed:
+        logger.warning("%d deferred share-group acknowledgements were refused (%s)", len(failed),
+                       ", ".join(sorted({str(r.error) for r in failed})))
 
 
 @dataclass

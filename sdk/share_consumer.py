@@ -11,6 +11,11 @@ SimpleConsumer, Kafka's share groups)::
 or ``consumer.process(handler)``: ACCEPT when the handler returns, RELEASE when it
 raises. While a message is held (received, not acknowledged yet) a background thread
 renews its lock, so slow work does not lose it; ``auto_extend=False`` turns that off.
+
+``ack`` / ``release`` / ``reject`` send their request at once and return its results.
+``acknowledge(messages, kind)`` instead defers it to the next ``receive`` (or ``flush``,
+or ``close``), which carries it, as Kafka's share consumer does: a loop of receive and
+acknowledge then costs one request and one commit per batch. ``process`` works that way.
 """
 
 from __future__ import annotations
@@ -23,6 +28,7 @@ from types import TracebackType
 from typing import Any
 
 from sdk import _api
+from sdk._api import ShareAck
 from sdk._http import DEFAULT_MAX_CONNECTIONS, DEFAULT_TIMEOUT, RetryPolicy, Transport
 from sdk._share_core import (
     DEFAULT_LOCK_MS,
@@ -30,8 +36,10 @@ from sdk._share_core import (
     DEFAULT_MAX_MESSAGES,
     MAX_BROKER_WAIT_MS,
     HeldLocks,
+    PendingAcks,
     Receipted,
     receipts_of,
+    report,
 )
 from sdk.errors import IllegalStateError
 from sdk.models import AckResult, ReceivedMessage, ShareGroupInfo
@@ -46,7 +54,9 @@ class ShareConsumer:
     without an acknowledgement. ``ordered=True``: per-key order (no later message of a
     key while one is locked; every consumer of the group should set it). ``max_extension``:
     seconds after its receipt during which a held lock is renewed automatically (None:
-    as long as the consumer is open). Thread-safe.
+    as long as the consumer is open). ``on_acknowledged`` is called with the results of
+    deferred acknowledgements when they come back (by default refusals are logged).
+    Thread-safe.
     """
 
     def __init__(
@@ -60,6 +70,7 @@ class ShareConsumer:
         ordered: bool = False,
         auto_extend: bool = True,
         max_extension: float | None = DEFAULT_MAX_EXTENSION,
+        on_acknowledged: Callable[[list[AckResult]], None] = report,
         token: str | None = None,
         timeout: float = DEFAULT_TIMEOUT,
         retry: RetryPolicy | None = None,
@@ -72,6 +83,8 @@ class ShareConsumer:
         self.lock_ms = lock_ms
         self.ordered = ordered
         self.held = HeldLocks(lock_ms, max_extension)
+        self.pending = PendingAcks()
+        self.on_acknowledged = on_acknowledged
         self._transport = Transport(
             self.url, timeout=timeout, retry=retry, max_connections=max_connections, token=token
         )
@@ -83,16 +96,27 @@ class ShareConsumer:
     # --- receiving ---------------------------------------------------------------------
 
     def receive(self, max_messages: int | None = None, timeout: float = 1.0) -> list[ReceivedMessage]:
-        """Up to ``max_messages`` messages, each locked for this consumer; waits up to ``timeout`` seconds for some."""
+        """Up to ``max_messages`` messages, each locked for this consumer; waits up to ``timeout`` seconds for some.
+
+        Deferred acknowledgements go with it; their results reach ``on_acknowledged``.
+        """
         self._check_open()
         wait_ms = min(int(max(0.0, timeout) * 1000), MAX_BROKER_WAIT_MS)
+        acks = self.pending.take()
         call = _api.share_receive(
             self.group, self.topic, max_messages=max_messages or self.max_messages, lock_ms=self.lock_ms,
-            max_wait_ms=wait_ms, ordered=self.ordered,
+            max_wait_ms=wait_ms, ordered=self.ordered, acks=acks,
         )
         asked_at = time.monotonic()
-        messages = self._transport.call(call)
+        try:
+            messages, results = self._transport.call(call)
+        except Exception:
+            self.pending.restore(acks)
+            raise
+        self.held.forget(receipt for receipt, _, _ in acks)
         self.held.hold(messages, asked_at)
+        if results:
+            self.on_acknowledged(results)
         return messages
 
     def __iter__(self) -> Iterator[ReceivedMessage]:
@@ -108,9 +132,11 @@ class ShareConsumer:
         A message whose handler returned is accepted, one whose handler raised is released
         for another try (the exception is logged), both in one request at the end; a message
         the handler acknowledged itself is left as it is. Returns how many were received.
+        The acknowledgements are deferred: the next ``receive`` or ``process`` carries them
+        (``flush`` or ``close`` sends them at once).
         """
         messages = self.receive(max_messages, timeout)
-        outcomes: list[tuple[str, str, int | None]] = []
+        outcomes: list[ShareAck] = []
         for message in messages:
             try:
                 handler(message)
@@ -120,10 +146,9 @@ class ShareConsumer:
                 outcome = "RELEASE"
             else:
                 outcome = "ACCEPT"
-            if self.held.holds(message.receipt):
+            if self.held.holds(message.receipt) and message.receipt not in self.pending:
                 outcomes.append((message.receipt, outcome, None))
-        if outcomes:
-            self._acknowledge(outcomes)
+        self.pending.add(outcomes)
         return len(messages)
 
     # --- acknowledging -------------------------------------------------------------------
@@ -140,6 +165,23 @@ class ShareConsumer:
         """REJECT: straight to the group's dead-letter topic ``DLQ.{group}``."""
         return self._acknowledge([(r, "REJECT", None) for r in receipts_of(messages)])
 
+    def acknowledge(
+        self, messages: Receipted | Iterable[Receipted], kind: str = "ACCEPT", delay_ms: int = 0
+    ) -> None:
+        """ACCEPT (or ``kind`` RELEASE / REJECT) with the next receive; the locks are renewed until then."""
+        if kind not in ("ACCEPT", "RELEASE", "REJECT"):
+            raise ValueError(f"kind must be ACCEPT, RELEASE or REJECT, not {kind!r}")
+        self.pending.add((r, kind, delay_ms if kind == "RELEASE" else None) for r in receipts_of(messages))
+
+    def flush(self) -> list[AckResult]:
+        """Send the deferred acknowledgements now; their results."""
+        acks = self.pending.take()
+        try:
+            return self._acknowledge(acks)
+        except Exception:
+            self.pending.restore(acks)
+            raise
+
     def extend(self, messages: Receipted | Iterable[Receipted], lock_ms: int | None = None) -> list[AckResult]:
         """Renew the locks to ``lock_ms`` (default: the consumer's) from now; the receipts stay valid."""
         self._check_open()
@@ -155,7 +197,7 @@ class ShareConsumer:
         """Stop renewing these locks (e.g. once handed to a transaction with ``send_acks_to_transaction``)."""
         self.held.forget(receipts_of(messages))
 
-    def _acknowledge(self, acks: list[tuple[str, str, int | None]]) -> list[AckResult]:
+    def _acknowledge(self, acks: list[ShareAck]) -> list[AckResult]:
         self._check_open()
         if not acks:
             return []
@@ -183,9 +225,15 @@ class ShareConsumer:
             raise IllegalStateError("share consumer is closed")
 
     def close(self) -> None:
-        """Stop renewing locks, release the messages still held (so others get them now), close connections."""
+        """Send the deferred acknowledgements, release the messages still held (so others get them
+        now), stop renewing locks and close connections."""
         if self._closed.is_set():
             return
+        try:
+            if len(self.pending):
+                self.on_acknowledged(self.flush())
+        except Exception:  # their locks run out and the messages come back: nothing is lost
+            logger.warning("could not send %d deferred acknowledgements on close", len(self.pending), exc_info=True)
         self._closed.set()
         if self._keeper.is_alive():
             self._keeper.join(5)

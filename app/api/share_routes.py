@@ -33,6 +33,12 @@ DEFAULT_RECEIVE_MESSAGES = 100
 DEFAULT_LOCK_MS = 30_000
 
 
+class AckIn(Strict):
+    receipt: ReceiptIn
+    type: Literal["ACCEPT", "RELEASE", "REJECT"]
+    delay_ms: Annotated[int, Field(ge=0)] | None = Field(None, description="RELEASE only: deliverable again after this")
+
+
 class ShareReceive(Strict):
     topic: TopicName
     max_messages: Annotated[int, Field(ge=1)] = DEFAULT_RECEIVE_MESSAGES
@@ -43,6 +49,11 @@ class ShareReceive(Strict):
         description="Per-key order: while a message of a key is locked (or waits to be redelivered), no later "
         "message of that key is handed out. Use it on every consumer of the group.",
     )
+    acks: list[AckIn] = Field(
+        default_factory=list,
+        description="Acknowledgements of earlier messages, applied first (KIP-932's ShareFetch carries them the "
+        "same way): a consumer's loop then costs one request and one commit per batch. Answered in 'results'.",
+    )
 
 
 class ReceivedOut(MessageOut):
@@ -51,14 +62,16 @@ class ReceivedOut(MessageOut):
     lock_expires_ms: int
 
 
+class ReceiptOutcome(BaseModel):
+    receipt: str
+    ok: bool
+    error: Literal["RECEIPT_EXPIRED", "UNKNOWN_RECEIPT"] | None = None
+    lock_expires_ms: int | None = Field(None, description="extend: when the renewed lock runs out")
+
+
 class ShareReceived(BaseModel):
     messages: list[ReceivedOut]
-
-
-class AckIn(Strict):
-    receipt: ReceiptIn
-    type: Literal["ACCEPT", "RELEASE", "REJECT"]
-    delay_ms: Annotated[int, Field(ge=0)] | None = Field(None, description="RELEASE only: deliverable again after this")
+    results: list[ReceiptOutcome] | None = Field(None, description="With acks: what became of each, in order")
 
 
 class ShareAcks(Strict):
@@ -73,13 +86,6 @@ class ShareExtend(Strict):
 class TransactionAcks(Strict):
     group: ShareGroupName
     receipts: Annotated[list[ReceiptIn], Field(min_length=1)]
-
-
-class ReceiptOutcome(BaseModel):
-    receipt: str
-    ok: bool
-    error: Literal["RECEIPT_EXPIRED", "UNKNOWN_RECEIPT"] | None = None
-    lock_expires_ms: int | None = Field(None, description="extend: when the renewed lock runs out")
 
 
 class ReceiptOutcomes(BaseModel):
@@ -119,35 +125,29 @@ async def receive(group: ShareGroupPath, body: ShareReceive, request: Request) -
         raise ValidationFailed(f"max_messages is limited to {settings.share_max_messages}")
     if body.max_wait_ms > settings.max_fetch_wait_ms:
         raise ValidationFailed(f"max_wait_ms is limited to {settings.max_fetch_wait_ms}")
+    acks = acknowledgements(broker, body.acks)
     received = await broker.shares.receive(
-        group, body.topic, body.max_messages, body.lock_ms, body.max_wait_ms, body.ordered,
+        group, body.topic, body.max_messages, body.lock_ms, body.max_wait_ms, body.ordered, acks,
         client_gone=request.is_disconnected,
     )
-    if received:
-        MESSAGES_OUT.labels(body.topic).inc(len(received))
-    return JsonResponse(
-        {
-            "messages": [
-                message_json(StoredMessage(*m[:8]))
-                | {"receipt": m.receipt, "delivery_count": m.delivery_count, "lock_expires_ms": m.lock_expires_ms}
-                for m in received
-            ]
-        }
-    )
+    if received.messages:
+        MESSAGES_OUT.labels(body.topic).inc(len(received.messages))
+    answer: dict[str, object] = {
+        "messages": [
+            message_json(StoredMessage(*m[:8]))
+            | {"receipt": m.receipt, "delivery_count": m.delivery_count, "lock_expires_ms": m.lock_expires_ms}
+            for m in received.messages
+        ]
+    }
+    if body.acks:
+        answer["results"] = [outcome(result) for result in received.results]
+    return JsonResponse(answer)
 
 
 @router.post("/share-groups/{group}/acks", response_model=ReceiptOutcomes, tags=["share groups"])
 async def acknowledge(group: ShareGroupPath, body: ShareAcks, request: Request) -> Response:
     broker = broker_of(request)
-    check_count(broker, len(body.acks))
-    acks = []
-    for ack in body.acks:
-        if ack.delay_ms is not None and ack.type != "RELEASE":
-            raise ValidationFailed("delay_ms goes with RELEASE only")
-        if ack.delay_ms is not None and ack.delay_ms > broker.settings.share_max_lock_ms:
-            raise ValidationFailed(f"delay_ms is limited to {broker.settings.share_max_lock_ms}")
-        acks.append(Acknowledgement(ack.receipt, AckType(ack.type), ack.delay_ms or 0))
-    return outcomes(await broker.shares.acknowledge(group, acks))
+    return outcomes(await broker.shares.acknowledge(group, acknowledgements(broker, body.acks)))
 
 
 @router.post("/share-groups/{group}/extend", response_model=ReceiptOutcomes, tags=["share groups"])
@@ -210,13 +210,26 @@ def check_count(broker: BrokerHandle, count: int) -> None:
         raise ValidationFailed(f"{count} receipts in one request is over the limit of {limit}")
 
 
+def acknowledgements(broker: BrokerHandle, acks: list[AckIn]) -> list[Acknowledgement]:
+    check_count(broker, len(acks))
+    checked = []
+    for ack in acks:
+        if ack.delay_ms is not None and ack.type != "RELEASE":
+            raise ValidationFailed("delay_ms goes with RELEASE only")
+        if ack.delay_ms is not None and ack.delay_ms > broker.settings.share_max_lock_ms:
+            raise ValidationFailed(f"delay_ms is limited to {broker.settings.share_max_lock_ms}")
+        checked.append(Acknowledgement(ack.receipt, AckType(ack.type), ack.delay_ms or 0))
+    return checked
+
+
+def outcome(result: ReceiptResult) -> dict[str, object]:
+    answer: dict[str, object] = {"receipt": result.receipt, "ok": result.ok}
+    if result.error is not None:
+        answer["error"] = result.error
+    if result.lock_expires_ms is not None:
+        answer["lock_expires_ms"] = result.lock_expires_ms
+    return answer
+
+
 def outcomes(results: list[ReceiptResult]) -> Response:
-    answers = []
-    for result in results:
-        answer: dict[str, object] = {"receipt": result.receipt, "ok": result.ok}
-        if result.error is not None:
-            answer["error"] = result.error
-        if result.lock_expires_ms is not None:
-            answer["lock_expires_ms"] = result.lock_expires_ms
-        answers.append(answer)
-    return JsonResponse({"results": answers})
+    return JsonResponse({"results": [outcome(result) for result in results]})

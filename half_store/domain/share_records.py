@@ -48,6 +48,15 @@ class ReceiptResult(NamedTuple):
 
 
 @dataclass(frozen=True, slots=True)
+class ShareReceived:
+    """A receive's answer: the messages now locked for the caller, and what became of the
+    acknowledgements it carried (in their order)."""
+
+    messages: list[ReceivedMessage]
+    results: list[ReceiptResult]
+
+
+@dataclass(frozen=True, slots=True)
 class SharePartitionView:
     partition: int
     start_offset: int  # everything below is done (KIP-932's share-partition start offset)

@@ -31,16 +31,17 @@ from half_store.domain.share_state import DeadLetterReason, InFlightRecord, Reco
 from half_store.metrics import SHARE_ACCEPTED, SHARE_DEAD_LETTERED, SHARE_RELEASED
 from half_store.services.notifier import PartitionKey
 from half_store.storage import log_store, share_store
+from half_store.storage.share_store import ShareCursor
 from half_store.storage.store import Store
 
 
 @dataclass
 class ShareChanges:
-    """Records moved by one operation, keyed by where they live; written by :meth:`apply`.
+    """Records moved by an operation, keyed by where they live; written by :meth:`apply`.
 
     ``put`` the record as it is after its move: AVAILABLE or ACQUIRED records are written
     (inserted when ``new``), ACCEPTED and ARCHIVED ones leave the table, archived ones
-    with a dead letter.
+    with a dead letter. ``end_offsets``: share partitions whose end offset moved.
     """
 
     inserted: list[InFlightRecord] = field(default_factory=list)
@@ -48,8 +49,9 @@ class ShareChanges:
     accepted: list[InFlightRecord] = field(default_factory=list)
     archived: list[tuple[InFlightRecord, DeadLetterReason]] = field(default_factory=list)
     dropped: list[InFlightRecord] = field(default_factory=list)
-    end_offsets: dict[SharePartitionKey, int] = field(default_factory=dict)
+    end_offsets: set[SharePartitionKey] = field(default_factory=set)
     released: int = 0
+    touched: set[PartitionKey] = field(default_factory=set)  # partitions with news for waiting receives
 
     def put(self, record: InFlightRecord, reason: DeadLetterReason | None = None, *, new: bool = False) -> None:
         if record.state is RecordState.ACCEPTED:
@@ -68,12 +70,17 @@ class ShareChanges:
         """Forget a record whose message the log no longer has (retention): neither accepted nor dead-lettered."""
         self.dropped.append(record)
 
-    def apply(self, conn: Connection, store: Store) -> set[PartitionKey]:
-        """Write everything; returns the partitions (source, and dead-letter topics) that have news for waiters."""
+    def apply(self, conn: Connection, store: Store, cursors: dict[SharePartitionKey, ShareCursor]) -> None:
+        """Write everything put so far (the share partitions are locked: ``cursors``), then start afresh.
+
+        The partitions with news for waiters (sources with released records, dead-letter
+        topics with new letters) are added to ``touched``.
+        """
+        gone = self.accepted + self.dropped + [record for record, _ in self.archived]
         share_store.insert_records(conn, self.inserted)
         share_store.update_records(conn, list(self.updated.values()))
-        share_store.delete_records(conn, self.accepted + self.dropped + [record for record, _ in self.archived])
-        share_store.set_end_offsets(conn, self.end_offsets)
+        share_store.delete_records(conn, gone)
+        _keep_hints(cursors, self.inserted, list(self.updated.values()), gone)
         counts: dict[SharePartitionKey, tuple[int, int]] = defaultdict(lambda: (0, 0))
         for record in self.accepted:
             accepted, dead = counts[record.share_key]
@@ -81,14 +88,34 @@ class ShareChanges:
         for record, _ in self.archived:
             accepted, dead = counts[record.share_key]
             counts[record.share_key] = (accepted, dead + 1)
-        share_store.add_counts(conn, dict(counts))
-        touched = {(r.topic_id, r.partition) for r in self.updated.values() if r.state is RecordState.AVAILABLE}
-        touched |= _append_dead_letters(conn, store, self.archived)
+        share_store.update_share_partitions(
+            conn, {key: (cursors[key].end_offset, *counts[key]) for key in self.end_offsets | set(counts)}
+        )
+        self.touched |= {(r.topic_id, r.partition) for r in self.updated.values() if r.state is RecordState.AVAILABLE}
+        self.touched |= _append_dead_letters(conn, store, self.archived)
         SHARE_ACCEPTED.inc(len(self.accepted))
         SHARE_RELEASED.inc(self.released)
         for _, reason in self.archived:
             SHARE_DEAD_LETTERED.labels(reason.value).inc()
-        return touched
+        self.inserted, self.accepted, self.archived, self.dropped = [], [], [], []
+        self.updated, self.end_offsets, self.released = {}, set(), 0
+
+
+def _keep_hints(
+    cursors: dict[SharePartitionKey, ShareCursor],
+    inserted: list[InFlightRecord],
+    updated: list[InFlightRecord],
+    gone: list[InFlightRecord],
+) -> None:
+    """Keep the locked share partitions' hints true for the operations after this one in the transaction."""
+    for record in inserted:
+        cursors[record.share_key].in_flight += 1
+    for record in gone:
+        cursors[record.share_key].in_flight -= 1
+    for record in inserted + updated:
+        cursor = cursors[record.share_key]
+        if record.txn_id is None and (cursor.next_visible is None or record.visible_at < cursor.next_visible):
+            cursor.next_visible = record.visible_at
 
 
 def _append_dead_letters(
@@ -161,7 +188,7 @@ def finish_transaction_acks(
     records = share_store.records_of_transactions(conn, committed + aborted)
     if not records:
         return {}
-    share_store.lock_share_partitions(conn, sorted({r.share_key for r in records}))
+    cursors = share_store.lock_share_partitions(conn, sorted({r.share_key for r in records}))
     done = set(committed)
     changes = ShareChanges()
     now = now_ms()
@@ -170,5 +197,5 @@ def finish_transaction_acks(
             changes.put(record.accept())
         else:
             changes.put(*record.release(now, 0, max_deliveries))
-    touched = changes.apply(conn, store)
-    return {txn_id: touched for txn_id in {r.txn_id for r in records} if txn_id is not None}
+    changes.apply(conn, store, cursors)
+    return {txn_id: changes.touched for txn_id in {r.txn_id for r in records} if txn_id is not None}

@@ -8,13 +8,14 @@ any broker process on the database serves any consumer and accepts any receipt.
 Every operation is a write in the group commit: they are merged per commit into one
 run that locks all the share partitions it touches in key order, then runs each
 operation in turn. Two broker processes therefore never work on one share partition
-at once, and a record is locked by at most one delivery at a time.
+at once, and a record is locked by at most one delivery at a time. A receive may carry
+the acknowledgements of the previous batch (as KIP-932's ShareFetch does), so a
+consumer's loop costs one request and one commit per batch.
 """
 
 from __future__ import annotations
 
 import itertools
-import logging
 import secrets
 import time
 from collections import defaultdict
@@ -24,42 +25,31 @@ from typing import Any
 
 from sqlalchemy import Connection
 
-from half_store.domain.constants import ISOLATION_READ_COMMITTED, is_system_topic
-from half_store.domain.errors import OffsetOutOfRange, ReservedTopic, ShareGroupNotFound, TopicNotFound
-from half_store.domain.records import PackedList, StoredMessage, Topic, now_ms
+from half_store.domain.constants import is_system_topic
+from half_store.domain.errors import ReservedTopic, ShareGroupNotFound, TopicNotFound
+from half_store.domain.records import PackedList, Topic, now_ms
 from half_store.domain.share_receipts import MalformedReceipt, Receipt, ReceiptCodec
 from half_store.domain.share_records import (
     Acknowledgement,
     ReceiptResult,
     ReceivedMessage,
     SharePartitionView,
+    ShareReceived,
     ShareTopicView,
 )
-from half_store.domain.share_state import (
-    RECEIPT_EXPIRED,
-    UNKNOWN_RECEIPT,
-    DeadLetterReason,
-    FreshMessage,
-    InFlightRecord,
-    SharePartitionKey,
-    plan_delivery,
-)
+from half_store.domain.share_state import UNKNOWN_RECEIPT, DeadLetterReason, InFlightRecord, SharePartitionKey
 from half_store.metrics import SHARE_DELIVERED, SHARE_LOCKED, SHARE_REDELIVERED
-from half_store.services.log_service import LogService, read_partition
+from half_store.services.log_service import LogService
 from half_store.services.notifier import PartitionKey
 from half_store.services.share_changes import ShareChanges
+from half_store.services.share_delivery import Act, Acted, Cursors, DeliveryRules, act_on_receipts, deliver
 from half_store.services.stamped_append import lock_open
 from half_store.settings import Settings
 from half_store.storage import log_store, share_store
 from half_store.storage.writer import MergeKind
 
-log = logging.getLogger(__name__)
-
 ClientGone = Callable[[], Awaitable[bool]]
 SECRET_NAME = "share-receipts"
-
-# What an operation sees while it runs: the share partitions locked for it, with their end offsets.
-Cursors = dict[SharePartitionKey, int]
 
 
 @dataclass(frozen=True, slots=True)
@@ -76,15 +66,6 @@ class _ShareOp:
 
 
 @dataclass(frozen=True, slots=True)
-class _Acted:
-    """What acting on one receipt did: the record after its move, and the receipt's answer."""
-
-    record: InFlightRecord
-    reason: DeadLetterReason | None
-    result: ReceiptResult
-
-
-@dataclass(frozen=True, slots=True)
 class _Done:
     result: Any
     touched: set[PartitionKey]
@@ -92,15 +73,12 @@ class _Done:
 
 class ShareGroupService:
     def __init__(self, log_service: LogService, settings: Settings) -> None:
-        self.log = log_service
         self.store = log_service.store
         self.notifier = log_service.notifier
         self.settings = settings
         self._codec: ReceiptCodec | None = None
         self._rotation: dict[tuple[str, int], itertools.count[int]] = defaultdict(itertools.count)
         self._kind: MergeKind[_ShareOp, _Done] = MergeKind("share", self._run_many)
-
-    # -- set-up -----------------------------------------------------------------------------
 
     def load_secret(self) -> None:
         """Take the receipt secret from the settings, or the one every broker process on the database shares."""
@@ -128,13 +106,16 @@ class ShareGroupService:
         lock_ms: int,
         max_wait_ms: int,
         ordered: bool = False,
+        acks: Sequence[Acknowledgement] = (),
         client_gone: ClientGone | None = None,
-    ) -> list[ReceivedMessage]:
-        """Lock and return up to ``max_messages`` committed messages; with ``max_wait_ms``, wait for some."""
+    ) -> ShareReceived:
+        """Apply ``acks``, then lock and return up to ``max_messages`` committed messages;
+        with ``max_wait_ms``, wait for some. The acknowledgements are applied at once, waiting or not."""
         topic = await self._share_topic(topic_name)
-        received = await self._receive_once(group, topic, max_messages, lock_ms, ordered)
+        rules = DeliveryRules(lock_ms, ordered, self.settings.share_max_deliveries, self.settings.share_max_in_flight)
+        received, results = await self._receive_once(group, topic, max_messages, rules, acks)
         if received or max_wait_ms <= 0:
-            return received
+            return ShareReceived(received, results)
         deadline = time.monotonic() + max_wait_ms / 1000
         keys = [(topic.topic_id, p) for p in range(topic.partitions)]
         async with self.notifier.admitted():
@@ -146,10 +127,10 @@ class ShareGroupService:
                     break
                 if not await self.store.read(lambda conn: self._may_deliver(conn, group, topic)):
                     continue
-                received = await self._receive_once(group, topic, max_messages, lock_ms, ordered)
+                received, _ = await self._receive_once(group, topic, max_messages, rules, ())
                 if received:
                     break
-        return received
+        return ShareReceived(received, results)
 
     async def _share_topic(self, name: str) -> Topic:
         if is_system_topic(name):
@@ -157,98 +138,37 @@ class ShareGroupService:
         return await self.store.topic(name)
 
     async def _receive_once(
-        self, group: str, topic: Topic, max_messages: int, lock_ms: int, ordered: bool
-    ) -> list[ReceivedMessage]:
+        self, group: str, topic: Topic, max_messages: int, rules: DeliveryRules, acks: Sequence[Acknowledgement]
+    ) -> tuple[list[ReceivedMessage], list[ReceiptResult]]:
         first = next(self._rotation[(group, topic.topic_id)]) % topic.partitions
-        order = [(first + i) % topic.partitions for i in range(topic.partitions)]
-        keys = tuple((group, topic.topic_id, p) for p in range(topic.partitions))
+        order = [(group, topic.topic_id, (first + i) % topic.partitions) for i in range(topic.partitions)]
+        decoded, refused = self._decode(group, [a.receipt for a in acks])
+        keys = tuple(sorted(set(order) | {r.share_key for r in decoded.values()}))
 
-        def run(conn: Connection, cursors: Cursors, changes: ShareChanges) -> list[ReceivedMessage]:
+        def run(
+            conn: Connection, cursors: Cursors, changes: ShareChanges
+        ) -> tuple[list[ReceivedMessage], dict[int, ReceiptResult]]:
             now = now_ms()
+            answers: dict[int, ReceiptResult] = {}
+            if decoded:
+                answers = act_on_receipts(
+                    conn, cursors, changes, [a.receipt for a in acks], decoded, self._acknowledging(acks), now,
+                    argument=now,
+                )
+                changes.apply(conn, self.store, cursors)  # so that what was just released may go out again
             received: PackedList[ReceivedMessage] = PackedList(ReceivedMessage)
-            for partition in order:
+            for key in order:
                 if len(received) >= max_messages:
                     break
-                received += self._receive_from(
-                    conn, cursors, changes, topic, partition, group, max_messages - len(received), lock_ms, ordered, now
+                received += deliver(
+                    conn, cursors[key], changes, self.codec, key, topic, max_messages - len(received), rules, now
                 )
-            return received
+            return received, answers
 
-        received: list[ReceivedMessage] = await self._write(_ShareOp(keys, run, create=(group, topic.topic_id)))
+        received, answers = await self._write(_ShareOp(keys, run, create=(group, topic.topic_id)))
         SHARE_DELIVERED.inc(len(received))
         SHARE_REDELIVERED.inc(sum(1 for m in received if m.delivery_count > 1))
-        return received
-
-    def _receive_from(
-        self,
-        conn: Connection,
-        cursors: Cursors,
-        changes: ShareChanges,
-        topic: Topic,
-        partition: int,
-        group: str,
-        budget: int,
-        lock_ms: int,
-        ordered: bool,
-        now: int,
-    ) -> list[ReceivedMessage]:
-        """One share partition of a receive: redeliveries first, then fresh messages from the log."""
-        key = (group, topic.topic_id, partition)
-        limit = self.settings.share_max_in_flight
-        if ordered:  # every in-flight record may hold a key back
-            in_flight = share_store.in_flight(conn, key)
-            count = len(in_flight)
-        else:
-            in_flight = share_store.in_flight(conn, key, visible_by=now, limit=budget)
-            count = share_store.count_in_flight(conn, key)
-        redeliverable = sum(1 for r in in_flight if r.expired(now).deliverable(now))
-        room = min(budget - redeliverable if not ordered else budget, limit - count)
-        fresh: dict[int, StoredMessage] = {}
-        end = cursors[key]
-        new_end = end
-        if room > 0:
-            read = self._read_log(conn, topic, partition, end, room)
-            fresh = {m.offset: m for m in read[0]}
-            new_end = read[1]
-        plan = plan_delivery(
-            group, topic.topic_id, partition, in_flight, [FreshMessage(o, m.key) for o, m in fresh.items()],
-            budget=budget, now=now, lock_ms=lock_ms, max_deliveries=self.settings.share_max_deliveries, ordered=ordered,
-        )
-        if plan.end_offset is not None:
-            new_end = plan.end_offset
-        if new_end != end:
-            changes.end_offsets[key] = cursors[key] = new_end
-        for record in plan.dead_letters:
-            changes.put(record, DeadLetterReason.MAX_DELIVERIES)
-        for record in plan.parked:
-            changes.put(record, new=True)
-        old = [r.offset for r in plan.acquired if r.offset not in plan.new]
-        bodies = {o: m for o, (m, _) in log_store.read_offsets(conn, topic, partition, old).items()} if old else {}
-        bodies.update(fresh)
-        received = []
-        for record in plan.acquired:
-            message = bodies.get(record.offset)
-            if message is None:  # removed from the log by retention: nothing left to deliver
-                changes.drop(record)
-                continue
-            changes.put(record, new=record.offset in plan.new)
-            receipt = self.codec.encode(
-                Receipt(group, topic.topic_id, partition, record.offset, record.delivery_count, record.generation)
-            )
-            received.append(ReceivedMessage(*message[:8], receipt, record.delivery_count, record.visible_at))
-        return received
-
-    @staticmethod
-    def _read_log(
-        conn: Connection, topic: Topic, partition: int, end: int, limit: int
-    ) -> tuple[list[StoredMessage], int]:
-        """Committed messages from ``end`` (the fetch path: below the LSO, no aborted ones, no markers)."""
-        try:
-            result = read_partition(conn, topic, partition, end, limit, ISOLATION_READ_COMMITTED)
-        except OffsetOutOfRange:  # retention removed messages the group never looked at
-            start, _ = log_store.partition_bounds(conn, topic, partition)
-            result = read_partition(conn, topic, partition, max(end, start), limit, ISOLATION_READ_COMMITTED)
-        return result.messages, result.next_offset
+        return received, [refused.get(i) or answers[i] for i in range(len(acks))]
 
     def _may_deliver(self, conn: Connection, group: str, topic: Topic) -> bool:
         """A cheap read before a waiting receive writes again: is anything there for the group?"""
@@ -264,21 +184,24 @@ class ShareGroupService:
 
     async def acknowledge(self, group: str, acks: Sequence[Acknowledgement]) -> list[ReceiptResult]:
         """ACCEPT, RELEASE or REJECT each receipt; one result each, in order (never an error for the batch)."""
+        return await self._on_receipts(group, [a.receipt for a in acks], self._acknowledging(acks))
+
+    def _acknowledging(self, acks: Sequence[Acknowledgement]) -> Act:
         max_deliveries = self.settings.share_max_deliveries
 
-        def act(record: InFlightRecord, index: int, now: int) -> _Acted:
+        def act(record: InFlightRecord, index: int, now: int) -> Acted:
             ack = acks[index]
             moved, reason = record.acknowledge(ack.ack_type, now, ack.delay_ms, max_deliveries)
-            return _Acted(moved, reason, ReceiptResult(ack.receipt))
+            return Acted(moved, reason, ReceiptResult(ack.receipt))
 
-        return await self._on_receipts(group, [a.receipt for a in acks], act)
+        return act
 
     async def extend(self, group: str, receipts: Sequence[str], lock_ms: int) -> list[ReceiptResult]:
         """Renew the locks the receipts hold, to ``lock_ms`` from now; the receipts stay valid."""
 
-        def act(record: InFlightRecord, index: int, now: int) -> _Acted:
+        def act(record: InFlightRecord, index: int, now: int) -> Acted:
             renewed = record.extend(now, lock_ms)
-            return _Acted(renewed, None, ReceiptResult(receipts[index], lock_expires_ms=renewed.visible_at))
+            return Acted(renewed, None, ReceiptResult(receipts[index], lock_expires_ms=renewed.visible_at))
 
         return await self._on_receipts(group, receipts, act)
 
@@ -288,69 +211,48 @@ class ShareGroupService:
         The transaction must be OPEN; repeating the request for it is harmless.
         """
 
-        def act(record: InFlightRecord, index: int, deadline: int) -> _Acted:
-            return _Acted(record.enlist(txn_id, deadline), None, ReceiptResult(receipts[index]))
+        def act(record: InFlightRecord, index: int, deadline: int) -> Acted:
+            return Acted(record.enlist(txn_id, deadline), None, ReceiptResult(receipts[index]))
 
         return await self._on_receipts(group, receipts, act, txn_id=txn_id)
 
     async def _on_receipts(
-        self,
-        group: str,
-        receipts: Sequence[str],
-        act: Callable[[InFlightRecord, int, int], _Acted],
-        *,
-        txn_id: str | None = None,
+        self, group: str, receipts: Sequence[str], act: Act, *, txn_id: str | None = None
     ) -> list[ReceiptResult]:
         """Check each receipt, then ``act`` on the records whose locks they still hold.
 
-        A receipt this broker did not sign for this group is UNKNOWN_RECEIPT; one whose
-        lock ran out, was given back or taken again is RECEIPT_EXPIRED. With ``txn_id``
-        the transaction is locked first (it must be OPEN) and ``act`` gets its deadline
-        instead of the time; a receipt already handed to it counts as done.
+        With ``txn_id`` the transaction is locked first (it must be OPEN: its errors fail
+        the request) and ``act`` gets its deadline instead of the time.
         """
-        decoded: dict[int, Receipt] = {}
-        results: dict[int, ReceiptResult] = {}
-        for index, text in enumerate(receipts):
-            receipt = self._decoded(text)
-            if receipt is None or receipt.group != group:
-                results[index] = ReceiptResult(text, UNKNOWN_RECEIPT)
-            else:
-                decoded[index] = receipt
+        decoded, refused = self._decode(group, receipts)
         if not decoded and txn_id is None:
-            return [results[i] for i in range(len(receipts))]
+            return [refused[i] for i in range(len(receipts))]
         keys = tuple(sorted({r.share_key for r in decoded.values()}))
 
         def run(conn: Connection, cursors: Cursors, changes: ShareChanges) -> dict[int, ReceiptResult]:
             now = now_ms()
             argument = now if txn_id is None else lock_open(conn, txn_id).expires_at
-            current: dict[tuple[SharePartitionKey, int], InFlightRecord] = {}
-            for key in keys:
-                if key in cursors:
-                    offsets = [r.offset for r in decoded.values() if r.share_key == key]
-                    current.update({(key, o): r for o, r in share_store.records_at(conn, key, offsets).items()})
-            answers: dict[int, ReceiptResult] = {}
-            for index, receipt in decoded.items():
-                where = (receipt.share_key, receipt.offset)
-                record = current.get(where)
-                if record is not None and txn_id is not None and _enlisted(record, receipt, txn_id):
-                    answers[index] = ReceiptResult(receipts[index])  # a repeated transactional acknowledgement
-                elif record is None or not record.holds(receipt.generation, now):
-                    answers[index] = ReceiptResult(receipts[index], RECEIPT_EXPIRED)
-                else:
-                    acted = act(record, index, argument)
-                    changes.put(acted.record, acted.reason)
-                    current[where] = acted.record  # a second receipt for it in this request sees the move
-                    answers[index] = acted.result
-            return answers
+            return act_on_receipts(
+                conn, cursors, changes, receipts, decoded, act, now, argument=argument, txn_id=txn_id
+            )
 
-        results.update(await self._write(_ShareOp(keys, run)))
-        return [results[i] for i in range(len(receipts))]
+        answers: dict[int, ReceiptResult] = await self._write(_ShareOp(keys, run))
+        return [refused.get(i) or answers[i] for i in range(len(receipts))]
 
-    def _decoded(self, text: str) -> Receipt | None:
-        try:
-            return self.codec.decode(text)
-        except MalformedReceipt:
-            return None
+    def _decode(self, group: str, receipts: Sequence[str]) -> tuple[dict[int, Receipt], dict[int, ReceiptResult]]:
+        """The receipts this broker signed for ``group``, by index; UNKNOWN_RECEIPT answers for the others."""
+        decoded: dict[int, Receipt] = {}
+        refused: dict[int, ReceiptResult] = {}
+        for index, text in enumerate(receipts):
+            try:
+                receipt = self.codec.decode(text)
+            except MalformedReceipt:
+                receipt = None
+            if receipt is None or receipt.group != group:
+                refused[index] = ReceiptResult(text, UNKNOWN_RECEIPT)
+            else:
+                decoded[index] = receipt
+        return decoded, refused
 
     # -- describe, jobs, metrics ------------------------------------------------------------
 
@@ -359,8 +261,7 @@ class ShareGroupService:
             rows = share_store.share_partitions_of(conn, group)
             if not rows:
                 raise ShareGroupNotFound(f"share group {group!r} has not received from any topic")
-            now = now_ms()
-            counts = share_store.record_counts(conn, group, now)
+            counts = share_store.record_counts(conn, group, now_ms())
             views: dict[int, ShareTopicView] = {}
             for row in rows:
                 try:
@@ -370,16 +271,12 @@ class ShareGroupService:
                 state = log_store.partition_state(conn, topic, row.partition)
                 found = counts.get((row.topic_id, row.partition))
                 unread = log_store.count_readable(conn, topic, row.partition, row.end_offset, state.last_stable_offset)
+                start = row.end_offset if found is None or found.start_offset is None else found.start_offset
                 view = views.setdefault(row.topic_id, ShareTopicView(topic.name, []))
                 view.partitions.append(
                     SharePartitionView(
-                        row.partition,
-                        row.end_offset if found is None or found.start_offset is None else found.start_offset,
-                        row.end_offset,
-                        unread + (found.waiting if found else 0),
-                        found.locked if found else 0,
-                        row.accepted,
-                        row.dead_lettered,
+                        row.partition, start, row.end_offset, unread + (found.waiting if found else 0),
+                        found.locked if found else 0, row.accepted, row.dead_lettered,
                     )
                 )
             return sorted(views.values(), key=lambda v: v.topic)
@@ -399,17 +296,12 @@ class ShareGroupService:
             now = now_ms()
             archived = 0
             for key in keys:
-                if key not in cursors:
-                    continue
-                group, topic_id, partition = key
-                due = share_store.in_flight(conn, key, visible_by=now)
-                plan = plan_delivery(
-                    group, topic_id, partition, due, [], budget=0, now=now, lock_ms=0,
-                    max_deliveries=max_deliveries, ordered=False,
-                )
-                for record in plan.dead_letters:
-                    changes.put(record, DeadLetterReason.MAX_DELIVERIES)
-                archived += len(plan.dead_letters)
+                if key in cursors:
+                    for record in share_store.in_flight(conn, key, visible_by=now):
+                        current = record.expired(now)
+                        if current.delivery_count >= max_deliveries:
+                            changes.put(current.archive(), DeadLetterReason.MAX_DELIVERIES)
+                            archived += 1
             return archived
 
         archived: int = await self._write(_ShareOp(tuple(keys), run))
@@ -439,10 +331,6 @@ class ShareGroupService:
         for op in ops:
             changes = ShareChanges()
             result = op.run(conn, cursors, changes)
-            done.append(_Done(result, changes.apply(conn, self.store)))
+            changes.apply(conn, self.store, cursors)
+            done.append(_Done(result, changes.touched))
         return done
-
-
-def _enlisted(record: InFlightRecord, receipt: Receipt, txn_id: str) -> bool:
-    return record.txn_id == txn_id and record.generation == receipt.generation
-

@@ -92,27 +92,60 @@ def create_share_partitions(conn: Connection, group: str, topic_id: int) -> None
     conn.execute(statement.on_conflict_do_nothing(index_elements=["group_id", "topic_id", "partition"]))
 
 
-def lock_share_partitions(conn: Connection, keys: Sequence[SharePartitionKey]) -> dict[SharePartitionKey, int]:
-    """Lock the existing share partitions among ``keys`` in key order; their end offsets."""
+@dataclass(slots=True)
+class ShareCursor:
+    """A locked share partition: its end offset, and hints about its records read with the lock.
+
+    ``in_flight``: how many records it holds; ``next_visible``: the earliest ``visible_at`` of a
+    record not held by a transaction (None: none), so a receive that finds it in the future
+    need not look for records to deliver again. Both are as of the lock: an operation earlier
+    in the same database transaction may have changed them, which only delays a redelivery.
+    """
+
+    end_offset: int
+    in_flight: int
+    next_visible: int | None
+
+
+_IN_FLIGHT = (
+    select(func.count())
+    .select_from(share_records)
+    .where(
+        share_records.c.group_id == share_partitions.c.group_id,
+        share_records.c.topic_id == share_partitions.c.topic_id,
+        share_records.c.partition == share_partitions.c.partition,
+    )
+    .scalar_subquery()
+)
+_NEXT_VISIBLE = (
+    select(func.min(share_records.c.visible_at))
+    .where(
+        share_records.c.group_id == share_partitions.c.group_id,
+        share_records.c.topic_id == share_partitions.c.topic_id,
+        share_records.c.partition == share_partitions.c.partition,
+        share_records.c.txn_id.is_(None),
+    )
+    .scalar_subquery()
+)
+
+
+def lock_share_partitions(conn: Connection, keys: Sequence[SharePartitionKey]) -> dict[SharePartitionKey, ShareCursor]:
+    """Lock the existing share partitions among ``keys`` in key order; what a receive needs to know of each."""
     if not keys:
         return {}
     rows = conn.execute(
-        select(*_SHARE_KEY, share_partitions.c.end_offset)
+        select(*_SHARE_KEY, share_partitions.c.end_offset, _IN_FLIGHT, _NEXT_VISIBLE)
         .where(tuple_(*_SHARE_KEY).in_(sorted(set(keys))))
         .order_by(*_SHARE_KEY)
-        .with_for_update()
+        .with_for_update(of=share_partitions)
     )
-    return {(str(g), int(t), int(p)): int(end) for g, t, p, end in rows}
+    return {
+        (str(g), int(t), int(p)): ShareCursor(int(end), int(count), None if visible is None else int(visible))
+        for g, t, p, end, count, visible in rows
+    }
 
 
-def set_end_offsets(conn: Connection, ends: dict[SharePartitionKey, int]) -> None:
-    update_rows(
-        conn, share_partitions, ("group_id", "topic_id", "partition"), ("end_offset",),
-        [(*key, end) for key, end in sorted(ends.items())],
-    )
-
-
-_ADD_COUNTS = (
+_UPDATE_SHARE_PARTITIONS = (
     update(share_partitions)
     .where(
         share_partitions.c.group_id == bindparam("g"),
@@ -120,18 +153,22 @@ _ADD_COUNTS = (
         share_partitions.c.partition == bindparam("p"),
     )
     .values(
+        end_offset=bindparam("end"),
         accepted=share_partitions.c.accepted + bindparam("accepted"),
         dead_lettered=share_partitions.c.dead_lettered + bindparam("dead"),
     )
 )
 
 
-def add_counts(conn: Connection, counts: dict[SharePartitionKey, tuple[int, int]]) -> None:
-    """Count records ``(accepted, dead-lettered)`` per share partition."""
-    if counts:
+def update_share_partitions(conn: Connection, changes: dict[SharePartitionKey, tuple[int, int, int]]) -> None:
+    """Per share partition, ``(end offset, records accepted, records dead-lettered)``: the new end, counts to add."""
+    if changes:
         conn.execute(
-            _ADD_COUNTS,
-            [{"g": g, "t": t, "p": p, "accepted": a, "dead": d} for (g, t, p), (a, d) in sorted(counts.items())],
+            _UPDATE_SHARE_PARTITIONS,
+            [
+                {"g": g, "t": t, "p": p, "end": end, "accepted": accepted, "dead": dead}
+                for (g, t, p), (end, accepted, dead) in sorted(changes.items())
+            ],
         )
 
 
@@ -183,10 +220,6 @@ def in_flight(
     if limit is not None:
         query = query.limit(limit)
     return [_record(tuple(row)) for row in conn.execute(query)]
-
-
-def count_in_flight(conn: Connection, key: SharePartitionKey) -> int:
-    return int(conn.execute(select(func.count()).select_from(share_records).where(*_in_partition(key))).scalar_one())
 
 
 def records_at(conn: Connection, key: SharePartitionKey, offsets: Iterable[int]) -> dict[int, InFlightRecord]:

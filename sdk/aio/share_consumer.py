@@ -12,6 +12,7 @@ from types import TracebackType
 from typing import Any
 
 from sdk import _api
+from sdk._api import ShareAck
 from sdk._http import DEFAULT_MAX_CONNECTIONS, DEFAULT_TIMEOUT, AsyncTransport, RetryPolicy
 from sdk._share_core import (
     DEFAULT_LOCK_MS,
@@ -19,8 +20,10 @@ from sdk._share_core import (
     DEFAULT_MAX_MESSAGES,
     MAX_BROKER_WAIT_MS,
     HeldLocks,
+    PendingAcks,
     Receipted,
     receipts_of,
+    report,
 )
 from sdk.errors import IllegalStateError
 from sdk.models import AckResult, ReceivedMessage, ShareGroupInfo
@@ -47,6 +50,7 @@ class AsyncShareConsumer:
         ordered: bool = False,
         auto_extend: bool = True,
         max_extension: float | None = DEFAULT_MAX_EXTENSION,
+        on_acknowledged: Callable[[list[AckResult]], None] = report,
         token: str | None = None,
         timeout: float = DEFAULT_TIMEOUT,
         retry: RetryPolicy | None = None,
@@ -60,6 +64,8 @@ class AsyncShareConsumer:
         self.ordered = ordered
         self.auto_extend = auto_extend
         self.held = HeldLocks(lock_ms, max_extension)
+        self.pending = PendingAcks()
+        self.on_acknowledged = on_acknowledged
         self._transport = AsyncTransport(
             self.url, timeout=timeout, retry=retry, max_connections=max_connections, token=token
         )
@@ -72,13 +78,21 @@ class AsyncShareConsumer:
         if self.auto_extend and self._keeper is None:
             self._keeper = asyncio.create_task(self._keep_locks())
         wait_ms = min(int(max(0.0, timeout) * 1000), MAX_BROKER_WAIT_MS)
+        acks = self.pending.take()
         call = _api.share_receive(
             self.group, self.topic, max_messages=max_messages or self.max_messages, lock_ms=self.lock_ms,
-            max_wait_ms=wait_ms, ordered=self.ordered,
+            max_wait_ms=wait_ms, ordered=self.ordered, acks=acks,
         )
         asked_at = time.monotonic()
-        messages = await self._transport.call(call)
+        try:
+            messages, results = await self._transport.call(call)
+        except BaseException:
+            self.pending.restore(acks)
+            raise
+        self.held.forget(receipt for receipt, _, _ in acks)
         self.held.hold(messages, asked_at)
+        if results:
+            self.on_acknowledged(results)
         return messages
 
     def __aiter__(self) -> AsyncIterator[ReceivedMessage]:
@@ -93,10 +107,10 @@ class AsyncShareConsumer:
         """Receive one batch and run ``handler`` (a function or a coroutine function) on each message.
 
         As :meth:`sdk.ShareConsumer.process`: accepted when it returns, released when it
-        raises, in one request at the end. Returns how many messages were received.
+        raises, deferred to the next receive. Returns how many messages were received.
         """
         messages = await self.receive(max_messages, timeout)
-        outcomes: list[tuple[str, str, int | None]] = []
+        outcomes: list[ShareAck] = []
         for message in messages:
             try:
                 done = handler(message)
@@ -108,10 +122,9 @@ class AsyncShareConsumer:
                 outcome = "RELEASE"
             else:
                 outcome = "ACCEPT"
-            if self.held.holds(message.receipt):
+            if self.held.holds(message.receipt) and message.receipt not in self.pending:
                 outcomes.append((message.receipt, outcome, None))
-        if outcomes:
-            await self._acknowledge(outcomes)
+        self.pending.add(outcomes)
         return len(messages)
 
     async def ack(self, messages: Receipted | Iterable[Receipted]) -> list[AckResult]:
@@ -125,6 +138,21 @@ class AsyncShareConsumer:
     async def reject(self, messages: Receipted | Iterable[Receipted]) -> list[AckResult]:
         """REJECT: straight to ``DLQ.{group}``."""
         return await self._acknowledge([(r, "REJECT", None) for r in receipts_of(messages)])
+
+    def acknowledge(self, messages: Receipted | Iterable[Receipted], kind: str = "ACCEPT", delay_ms: int = 0) -> None:
+        """ACCEPT (or ``kind`` RELEASE / REJECT) with the next receive; the locks are renewed until then."""
+        if kind not in ("ACCEPT", "RELEASE", "REJECT"):
+            raise ValueError(f"kind must be ACCEPT, RELEASE or REJECT, not {kind!r}")
+        self.pending.add((r, kind, delay_ms if kind == "RELEASE" else None) for r in receipts_of(messages))
+
+    async def flush(self) -> list[AckResult]:
+        """Send the deferred acknowledgements now; their results."""
+        acks = self.pending.take()
+        try:
+            return await self._acknowledge(acks)
+        except BaseException:
+            self.pending.restore(acks)
+            raise
 
     async def extend(self, messages: Receipted | Iterable[Receipted], lock_ms: int | None = None) -> list[AckResult]:
         """Renew the locks to ``lock_ms`` (default: the consumer's) from now."""
@@ -146,7 +174,7 @@ class AsyncShareConsumer:
         """The group's messages per topic: available, locked, accepted, dead-lettered."""
         return await self._transport.call(_api.describe_share_group(self.group))
 
-    async def _acknowledge(self, acks: list[tuple[str, str, int | None]]) -> list[AckResult]:
+    async def _acknowledge(self, acks: list[ShareAck]) -> list[AckResult]:
         self._check_open()
         if not acks:
             return []
@@ -168,9 +196,15 @@ class AsyncShareConsumer:
             raise IllegalStateError("share consumer is closed")
 
     async def close(self) -> None:
-        """Stop renewing locks, release the messages still held, close connections."""
+        """Send the deferred acknowledgements, release the messages still held, stop renewing locks,
+        close connections."""
         if self._closed:
             return
+        try:
+            if len(self.pending):
+                self.on_acknowledged(await self.flush())
+        except Exception:  # their locks run out and the messages come back: nothing is lost
+            logger.warning("could not send %d deferred acknowledgements on close", len(self.pending), exc_info=True)
         self._closed = True
         if self._keeper is not None:
             self._keeper.cancel()

@@ -10,6 +10,7 @@ from collections.abc import Callable, Iterator
 import pytest
 
 from sdk import (
+    AckResult,
     AsyncShareConsumer,
     AsyncTransactionalProducer,
     Client,
@@ -100,11 +101,11 @@ def test_iteration_and_close_releases_what_is_still_held(broker: BrokerProcess, 
 def test_a_slow_handler_keeps_its_lock(broker: BrokerProcess, topic: str) -> None:
     group = unique("g")
     others_got: list[ReceivedMessage] = []
-    with ShareConsumer(broker.url, group, topic, max_messages=1, lock_ms=500) as slow, \
+    with ShareConsumer(broker.url, group, topic, max_messages=1, lock_ms=1000) as slow, \
             ShareConsumer(broker.url, group, topic, lock_ms=60_000, auto_extend=False) as other:
 
         def handler(message: ReceivedMessage) -> None:
-            deadline = time.monotonic() + 1.5  # three lock lengths of work, while another consumer asks for more
+            deadline = time.monotonic() + 2.5  # two and a half lock lengths of work, while another consumer asks for more
             while time.monotonic() < deadline:
                 others_got.extend(m for m in other.receive(max_messages=10, timeout=0.3) if m.offset == message.offset
                                   and m.partition == message.partition)
@@ -112,21 +113,29 @@ def test_a_slow_handler_keeps_its_lock(broker: BrokerProcess, topic: str) -> Non
         assert slow.process(handler) == 1
         assert others_got == []
         [info] = slow.describe().topics
-        assert info.accepted == 1
+        # The ACCEPT waits for the next receive and the lock is kept meanwhile (the other five: the other's).
+        assert (info.accepted, info.locked) == (0, 6)
+        assert [r.ok for r in slow.flush()] == [True]
+        [info] = slow.describe().topics
+        assert (info.accepted, info.locked) == (1, 5)
 
 
 def test_process_releases_a_message_whose_handler_fails(broker: BrokerProcess, topic: str) -> None:
     group = unique("g")
-    with ShareConsumer(broker.url, group, topic, max_messages=6) as consumer:
+    acknowledged: list[list[AckResult]] = []
+    with ShareConsumer(broker.url, group, topic, max_messages=6, on_acknowledged=acknowledged.append) as consumer:
 
         def handler(message: ReceivedMessage) -> None:
             if message.value["n"] == 4:
                 raise ValueError("cannot handle 4")
 
         assert consumer.process(handler) == 6
-        again = consumer.receive(timeout=5)
+        again = consumer.receive(timeout=5)  # carries the five ACCEPTs and the RELEASE
         assert [(m.value["n"], m.delivery_count) for m in again] == [(4, 2)]
-        consumer.ack(again)
+        assert [len(results) for results in acknowledged] == [6] and all(r.ok for r in acknowledged[0])
+        consumer.acknowledge(again, "REJECT")
+    assert [len(results) for results in acknowledged] == [6, 1]  # close sent the deferred REJECT
+    assert acknowledged[1][0].ok
 
 
 def test_acks_in_a_transaction_follow_its_outcome(broker: BrokerProcess, topic: str, admin: Client) -> None:
@@ -167,10 +176,10 @@ def test_the_async_twin(broker: BrokerProcess, topic: str, admin: Client) -> Non
     admin.create_topic(output)
 
     async def scenario() -> None:
-        async with AsyncShareConsumer(broker.url, group, topic, max_messages=2, lock_ms=500) as consumer, \
+        async with AsyncShareConsumer(broker.url, group, topic, max_messages=2, lock_ms=1000) as consumer, \
                 AsyncTransactionalProducer(broker.url, unique("tx")) as producer:
             first = await consumer.receive(timeout=5)
-            await asyncio.sleep(1.5)  # past three lock lengths: the task kept renewing them
+            await asyncio.sleep(2.5)  # two and a half lock lengths: the task kept renewing them
             assert all(r.ok for r in await consumer.ack(first))
 
             async def handler(message: ReceivedMessage) -> None:

@@ -85,7 +85,7 @@ def test_an_expired_lock_redelivers_and_stales_the_old_receipt(short_client: Tes
 
 def test_extend_keeps_the_lock_and_the_receipt(short_client: TestClient) -> None:
     produce(short_client, ["long job"])
-    held = receive(short_client, lock_ms=100)
+    held = receive(short_client, lock_ms=1000)
     response = short_client.post(
         f"/v1/share-groups/{GROUP}/extend", json={"receipts": [held[0]["receipt"], "forged"], "lock_ms": 60_000}
     )
@@ -93,7 +93,7 @@ def test_extend_keeps_the_lock_and_the_receipt(short_client: TestClient) -> None
     renewed, forged = response.json()["results"]
     assert renewed["ok"] and renewed["lock_expires_ms"] > held[0]["lock_expires_ms"]
     assert forged == {"receipt": "forged", "ok": False, "error": "UNKNOWN_RECEIPT"}
-    assert receive(short_client, max_wait_ms=300) == []  # well past the first lock: still held
+    assert receive(short_client, max_wait_ms=1500) == []  # past the first lock: still held
     assert ack(short_client, held)[0]["ok"]
 
 
@@ -304,3 +304,41 @@ def test_two_brokers_never_hand_one_released_message_to_two_consumers(database_u
         for thread in threads:
             thread.join(60)
         assert sorted(taken) == [(offset, 2) for offset in range(40)]
+
+
+def test_a_receive_carries_the_acknowledgements_of_the_batch_before(jobs: TestClient) -> None:
+    produce(jobs, ["a", "b", "c", "d"])
+    first = receive(jobs, max_messages=3)
+    body = {
+        "topic": "jobs",
+        "max_messages": 10,
+        "acks": [
+            {"receipt": first[0]["receipt"], "type": "ACCEPT"},
+            {"receipt": first[1]["receipt"], "type": "RELEASE"},  # back at once: this same receive hands it out
+            {"receipt": first[2]["receipt"], "type": "REJECT"},
+            {"receipt": "forged", "type": "ACCEPT"},
+        ],
+    }
+    response = jobs.post(f"/v1/share-groups/{GROUP}/receive", json=body)
+    assert response.status_code == 200
+    answer = response.json()
+    assert [(r["ok"], r.get("error")) for r in answer["results"]] == [
+        (True, None), (True, None), (True, None), (False, "UNKNOWN_RECEIPT"),
+    ]
+    assert [(m["value"], m["delivery_count"]) for m in answer["messages"]] == [("b", 2), ("d", 1)]
+    summary = describe(jobs)["topics"][0]
+    assert (summary["accepted"], summary["dlq"], summary["locked"]) == (1, 1, 2)
+    assert "results" not in receive_body(jobs)  # no acks, no results
+
+
+def receive_body(client: TestClient) -> dict[str, Any]:
+    return client.post(f"/v1/share-groups/{GROUP}/receive", json={"topic": "jobs"}).json()  # type: ignore[no-any-return]
+
+
+def test_acknowledgements_on_a_waiting_receive_are_applied_at_once(jobs: TestClient) -> None:
+    produce(jobs, ["only"])
+    [held] = receive(jobs)
+    body = {"topic": "jobs", "max_wait_ms": 300, "acks": [{"receipt": held["receipt"], "type": "ACCEPT"}]}
+    answer = jobs.post(f"/v1/share-groups/{GROUP}/receive", json=body).json()
+    assert answer["messages"] == [] and answer["results"][0]["ok"]
+    assert describe(jobs)["topics"][0]["accepted"] == 1

@@ -1,0 +1,220 @@
+"""``python -m bench.share``: share-group consumption (receive 100 + ACCEPT) against RabbitMQ, in one run.
+
+Both sides drain the same number of the same 1 KiB messages, prefilled before the clock
+starts, with 1 and 4 consumer processes:
+
+- halfmq: a broker process (``python -m app``) on SQLite and/or PostgreSQL, a topic of
+  four partitions; each consumer process runs the SDK's :class:`~sdk.ShareConsumer`
+  (httpx): ``receive(100)`` carrying the ACCEPTs of the batch before (``acknowledge``,
+  as Kafka's share consumer sends them with its next fetch), until a receive comes back
+  empty; then the last batch's ACCEPTs. Each consumer count uses a share group of its
+  own on the same log.
+- RabbitMQ (127.0.0.1:5672, guest/guest) through pika's BlockingConnection: a durable
+  queue of persistent messages; each consumer process sets ``basic_qos(prefetch_count=100)``
+  and acknowledges every message with ``basic_ack`` (manual acks), until the queue is idle.
+
+The rate is messages / (last acknowledgement - start), the start being a moment all
+consumer processes wait for. Prints a table with the ratio halfmq / RabbitMQ.
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import multiprocessing
+import time
+from dataclasses import asdict, dataclass
+from pathlib import Path
+from typing import Any
+
+from bench import payloads, procs
+from bench.peers import RABBIT_QUEUE, _rabbit_connection
+from bench.scenarios import POSTGRESQL, SQLITE, ScratchDatabase, http_json
+
+TOPIC = "share-bench"
+PARTITIONS = 4
+BATCH = 100
+PREFILL_BATCH = 1000
+
+
+@dataclass
+class Drain:
+    system: str
+    db: str
+    consumers: int
+    messages: int
+    seconds: float
+    error: str | None = None
+
+    @property
+    def rate(self) -> float:
+        return self.messages / self.seconds if self.seconds > 0 else 0.0
+
+
+# -- halfmq -----------------------------------------------------------------------------------
+
+
+def _refused(results: list[Any]) -> None:
+    if not all(r.ok for r in results):
+        raise RuntimeError(f"{sum(not r.ok for r in results)} acknowledgements refused")
+
+
+def _halfmq_consumer(url: str, group: str, start_at: float, out: multiprocessing.Queue) -> None:  # type: ignore[type-arg]
+    from sdk import ShareConsumer
+
+    try:
+        with ShareConsumer(
+            url, group, TOPIC, max_messages=BATCH, lock_ms=120_000, auto_extend=False, on_acknowledged=_refused
+        ) as consumer:
+            time.sleep(max(0.0, start_at - time.time()))
+            count = 0
+            while batch := consumer.receive(timeout=0):  # carries the previous batch's ACCEPTs
+                consumer.acknowledge(batch)
+                count += len(batch)
+            _refused(consumer.flush())
+            last = time.time()
+        out.put({"messages": count, "last": last})
+    except Exception as error:  # noqa: BLE001 - reported as the run's error
+        out.put({"failure": repr(error)})
+
+
+def _drain(target: Any, args_of: Any, consumers: int) -> tuple[int, float, str | None]:
+    """Run ``consumers`` processes of ``target`` from one start moment; (messages, seconds, error)."""
+    context = multiprocessing.get_context("fork")
+    out = context.Queue()
+    start_at = time.time() + 1.0
+    workers = [context.Process(target=target, args=(*args_of(i), start_at, out), daemon=True) for i in range(consumers)]
+    for worker in workers:
+        worker.start()
+    try:
+        results = [out.get(timeout=600) for _ in workers]
+    except Exception as error:  # noqa: BLE001 - a consumer process died without answering
+        results = [{"failure": f"consumer process gave no result: {error!r}"}]
+    for worker in workers:
+        worker.join(10)
+    failures = [r["failure"] for r in results if "failure" in r]
+    if failures:
+        return 0, 0.0, "; ".join(failures)
+    return sum(r["messages"] for r in results), max(r["last"] for r in results) - start_at, None
+
+
+def halfmq(db: str, messages: int, consumer_counts: list[int]) -> list[Drain]:
+    drains = []
+    with ScratchDatabase(db, "share") as url:
+        broker = procs.broker(url).start()
+        try:
+            http_json("POST", f"{broker.url}/v1/topics", {"name": TOPIC, "partitions": PARTITIONS})
+            for start in range(0, messages, PREFILL_BATCH):
+                body = {"messages": [{"value": payloads.VALUE} for _ in range(min(PREFILL_BATCH, messages - start))]}
+                http_json("POST", f"{broker.url}/v1/topics/{TOPIC}/messages", body)
+            for consumers in consumer_counts:
+                group = f"bench-{consumers}"
+                count, seconds, error = _drain(_halfmq_consumer, lambda _i, g=group: (broker.url, g), consumers)
+                if error is None and count != messages:
+                    error = f"drained {count} of {messages}"
+                drains.append(Drain("halfmq", db, consumers, count, seconds, error))
+                print(f"  halfmq {db} x{consumers}: {drains[-1].rate:,.0f} msg/s {error or ''}", flush=True)
+        finally:
+            broker.stop()
+    return drains
+
+
+# -- RabbitMQ ---------------------------------------------------------------------------------
+
+
+def _rabbit_consumer(start_at: float, out: multiprocessing.Queue) -> None:  # type: ignore[type-arg]
+    try:
+        connection = _rabbit_connection()
+        channel = connection.channel()
+        channel.basic_qos(prefetch_count=BATCH)
+        time.sleep(max(0.0, start_at - time.time()))
+        count, last = 0, time.time()
+        for method, _properties, _body in channel.consume(RABBIT_QUEUE, auto_ack=False, inactivity_timeout=1.0):
+            if method is None:  # idle for a second: the queue is drained
+                break
+            channel.basic_ack(method.delivery_tag)
+            count, last = count + 1, time.time()
+        channel.cancel()
+        connection.close()
+        out.put({"messages": count, "last": last})
+    except Exception as error:  # noqa: BLE001 - reported as the run's error
+        out.put({"failure": repr(error)})
+
+
+def _rabbit_prefill(messages: int) -> None:
+    import pika
+
+    connection = _rabbit_connection()
+    channel = connection.channel()
+    channel.queue_declare(RABBIT_QUEUE, durable=True)
+    channel.queue_purge(RABBIT_QUEUE)
+    channel.confirm_delivery()  # every message is on the broker before the clock starts
+    properties = pika.BasicProperties(delivery_mode=2, content_type="application/octet-stream")
+    for _ in range(messages):
+        channel.basic_publish("", RABBIT_QUEUE, payloads.PEER_PAYLOAD, properties)
+    connection.close()
+
+
+def rabbitmq(messages: int, consumer_counts: list[int]) -> list[Drain]:
+    drains = []
+    for consumers in consumer_counts:
+        try:
+            _rabbit_prefill(messages)
+        except Exception as error:  # noqa: BLE001
+            drains.append(Drain("RabbitMQ", "-", consumers, 0, 0.0, f"unreachable: {error!r}"))
+            continue
+        count, seconds, error = _drain(_rabbit_consumer, lambda _i: (), consumers)
+        if error is None and count != messages:
+            error = f"drained {count} of {messages}"
+        drains.append(Drain("RabbitMQ", "-", consumers, count, seconds, error))
+        print(f"  RabbitMQ x{consumers}: {drains[-1].rate:,.0f} msg/s {error or ''}", flush=True)
+    try:
+        connection = _rabbit_connection()
+        connection.channel().queue_delete(RABBIT_QUEUE)
+        connection.close()
+    except Exception:  # noqa: BLE001, S110 - best-effort clean-up
+        pass
+    return drains
+
+
+# -- the run ----------------------------------------------------------------------------------
+
+
+def render(drains: list[Drain]) -> str:
+    peer = {d.consumers: d.rate for d in drains if d.system == "RabbitMQ" and d.error is None}
+    lines = [f"{'system':<10}{'db':<12}{'consumers':>10}{'messages':>10}{'seconds':>9}{'msg/s':>10}{'vs RabbitMQ':>13}"]
+    for d in drains:
+        ratio = f"{d.rate / peer[d.consumers]:.2f}x" if d.system == "halfmq" and peer.get(d.consumers) else ""
+        lines.append(
+            f"{d.system:<10}{d.db:<12}{d.consumers:>10}{d.messages:>10}{d.seconds:>9.2f}{d.rate:>10,.0f}{ratio:>13}"
+            + (f"  {d.error}" if d.error else "")
+        )
+    return "\n".join(lines)
+
+
+def main(argv: list[str] | None = None) -> int:
+    parser = argparse.ArgumentParser(prog="python -m bench.share", description=__doc__.splitlines()[0])
+    parser.add_argument("--db", choices=[SQLITE, POSTGRESQL, "both"], default="both")
+    parser.add_argument("--messages", type=int, default=20_000, help="messages each run drains (default 20000)")
+    parser.add_argument("--consumers", default="1,4", help="consumer process counts (default 1,4)")
+    parser.add_argument("--output", type=Path, default=None, help="write the results as JSON")
+    args = parser.parse_args(argv)
+    counts = [int(c) for c in args.consumers.split(",")]
+    started = time.time()
+    drains: list[Drain] = []
+    for db in [SQLITE, POSTGRESQL] if args.db == "both" else [args.db]:
+        drains += halfmq(db, args.messages, counts)
+    drains += rabbitmq(args.messages, counts)
+    print()
+    print(render(drains))
+    with open("/proc/loadavg") as loadavg:
+        print(f"\n(total {time.time() - started:.0f}s; load average now {loadavg.read().split()[0]})")
+    if args.output is not None:
+        args.output.write_text(json.dumps({"command": "python -m bench.share " + " ".join(argv or []),
+                                           "drains": [asdict(d) | {"rate": round(d.rate, 1)} for d in drains]},
+                                          indent=2) + "\n")
+    return 0
+
+
+if __name__ == "__main__":
+    raise SystemExit(main())
