@@ -122,9 +122,14 @@ def halfmq(db: str, messages: int, consumer_counts: list[int]) -> list[Drain]:
 # -- RabbitMQ ---------------------------------------------------------------------------------
 
 
+def _connection() -> Any:
+    """A pika BlockingConnection to the local RabbitMQ, as bench.peers opens them."""
+    return _rabbit_connection()  # type: ignore[no-untyped-call]
+
+
 def _rabbit_consumer(start_at: float, out: multiprocessing.Queue) -> None:  # type: ignore[type-arg]
     try:
-        connection = _rabbit_connection()
+        connection = _connection()
         channel = connection.channel()
         channel.basic_qos(prefetch_count=BATCH)
         time.sleep(max(0.0, start_at - time.time()))
@@ -144,7 +149,7 @@ def _rabbit_consumer(start_at: float, out: multiprocessing.Queue) -> None:  # ty
 def _rabbit_prefill(messages: int) -> None:
     import pika
 
-    connection = _rabbit_connection()
+    connection = _connection()
     channel = connection.channel()
     channel.queue_declare(RABBIT_QUEUE, durable=True)
     channel.queue_purge(RABBIT_QUEUE)
@@ -160,8 +165,8 @@ def rabbitmq(messages: int, consumer_counts: list[int]) -> list[Drain]:
     for consumers in consumer_counts:
         try:
             _rabbit_prefill(messages)
-        except Exception as error:  # noqa: BLE001
-            drains.append(Drain("RabbitMQ", "-", consumers, 0, 0.0, f"unreachable: {error!r}"))
+        except Exception as unreachable:  # noqa: BLE001
+            drains.append(Drain("RabbitMQ", "-", consumers, 0, 0.0, f"unreachable: {unreachable!r}"))
             continue
         count, seconds, error = _drain(_rabbit_consumer, lambda _i: (), consumers)
         if error is None and count != messages:
@@ -169,10 +174,10 @@ def rabbitmq(messages: int, consumer_counts: list[int]) -> list[Drain]:
         drains.append(Drain("RabbitMQ", "-", consumers, count, seconds, error))
         print(f"  RabbitMQ x{consumers}: {drains[-1].rate:,.0f} msg/s {error or ''}", flush=True)
     try:
-        connection = _rabbit_connection()
+        connection = _connection()
         connection.channel().queue_delete(RABBIT_QUEUE)
         connection.close()
-    except Exception:  # noqa: BLE001, S110 - best-effort clean-up
+    except Exception:  # noqa: BLE001 - best-effort clean-up
         pass
     return drains
 

@@ -105,7 +105,7 @@ def test_a_slow_handler_keeps_its_lock(broker: BrokerProcess, topic: str) -> Non
             ShareConsumer(broker.url, group, topic, lock_ms=60_000, auto_extend=False) as other:
 
         def handler(message: ReceivedMessage) -> None:
-            deadline = time.monotonic() + 2.5  # two and a half lock lengths of work, while another consumer asks for more
+            deadline = time.monotonic() + 2.5  # 2.5 lock lengths of work, while another consumer asks for more
             while time.monotonic() < deadline:
                 others_got.extend(m for m in other.receive(max_messages=10, timeout=0.3) if m.offset == message.offset
                                   and m.partition == message.partition)
