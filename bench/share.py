@@ -14,14 +14,19 @@ starts, with 1 and 4 consumer processes:
   and acknowledges every message with ``basic_ack`` (manual acks), until the queue is idle.
 
 The rate is messages / (last acknowledgement - start), the start being a moment all
-consumer processes wait for. Prints a table with the ratio halfmq / RabbitMQ.
+consumer processes wait for. The drains are interleaved (halfmq, then RabbitMQ, per
+consumer count) and repeated; the table shows each one's median round and the ratio
+halfmq / RabbitMQ.
 """
 
 from __future__ import annotations
 
 import argparse
+import contextlib
+import itertools
 import json
 import multiprocessing
+import sys
 import time
 from dataclasses import asdict, dataclass
 from pathlib import Path
@@ -98,25 +103,38 @@ def _drain(target: Any, args_of: Any, consumers: int) -> tuple[int, float, str |
     return sum(r["messages"] for r in results), max(r["last"] for r in results) - start_at, None
 
 
-def halfmq(db: str, messages: int, consumer_counts: list[int]) -> list[Drain]:
-    drains = []
-    with ScratchDatabase(db, "share") as url:
-        broker = procs.broker(url).start()
-        try:
-            http_json("POST", f"{broker.url}/v1/topics", {"name": TOPIC, "partitions": PARTITIONS})
-            for start in range(0, messages, PREFILL_BATCH):
-                body = {"messages": [{"value": payloads.VALUE} for _ in range(min(PREFILL_BATCH, messages - start))]}
-                http_json("POST", f"{broker.url}/v1/topics/{TOPIC}/messages", body)
-            for consumers in consumer_counts:
-                group = f"bench-{consumers}"
-                count, seconds, error = _drain(_halfmq_consumer, lambda _i, g=group: (broker.url, g), consumers)
-                if error is None and count != messages:
-                    error = f"drained {count} of {messages}"
-                drains.append(Drain("halfmq", db, consumers, count, seconds, error))
-                print(f"  halfmq {db} x{consumers}: {drains[-1].rate:,.0f} msg/s {error or ''}", flush=True)
-        finally:
-            broker.stop()
-    return drains
+class HalfmqBroker:
+    """A broker process on a scratch database, its topic prefilled with ``messages`` messages.
+
+    Every drain uses a share group of its own, so each reads the whole log again.
+    """
+
+    def __init__(self, db: str, messages: int) -> None:
+        self.db = db
+        self.messages = messages
+        self._database = ScratchDatabase(db, "share")
+        self._drains = itertools.count()
+
+    def __enter__(self) -> HalfmqBroker:
+        url = self._database.__enter__()
+        self.broker = procs.broker(url).start()
+        http_json("POST", f"{self.broker.url}/v1/topics", {"name": TOPIC, "partitions": PARTITIONS})
+        for start in range(0, self.messages, PREFILL_BATCH):
+            count = min(PREFILL_BATCH, self.messages - start)
+            body = {"messages": [{"value": payloads.VALUE}] * count}
+            http_json("POST", f"{self.broker.url}/v1/topics/{TOPIC}/messages", body)
+        return self
+
+    def __exit__(self, *exc: object) -> None:
+        self.broker.stop()
+        self._database.__exit__(*exc)
+
+    def drain(self, consumers: int) -> Drain:
+        group = f"bench-{next(self._drains)}"
+        count, seconds, error = _drain(_halfmq_consumer, lambda _i: (self.broker.url, group), consumers)
+        if error is None and count != self.messages:
+            error = f"drained {count} of {self.messages}"
+        return Drain("halfmq", self.db, consumers, count, seconds, error)
 
 
 # -- RabbitMQ ---------------------------------------------------------------------------------
@@ -160,35 +178,41 @@ def _rabbit_prefill(messages: int) -> None:
     connection.close()
 
 
-def rabbitmq(messages: int, consumer_counts: list[int]) -> list[Drain]:
-    drains = []
-    for consumers in consumer_counts:
-        try:
-            _rabbit_prefill(messages)
-        except Exception as unreachable:  # noqa: BLE001
-            drains.append(Drain("RabbitMQ", "-", consumers, 0, 0.0, f"unreachable: {unreachable!r}"))
-            continue
-        count, seconds, error = _drain(_rabbit_consumer, lambda _i: (), consumers)
-        if error is None and count != messages:
-            error = f"drained {count} of {messages}"
-        drains.append(Drain("RabbitMQ", "-", consumers, count, seconds, error))
-        print(f"  RabbitMQ x{consumers}: {drains[-1].rate:,.0f} msg/s {error or ''}", flush=True)
+def rabbitmq(messages: int, consumers: int) -> Drain:
+    try:
+        _rabbit_prefill(messages)
+    except Exception as unreachable:  # noqa: BLE001
+        return Drain("RabbitMQ", "-", consumers, 0, 0.0, f"unreachable: {unreachable!r}")
+    count, seconds, error = _drain(_rabbit_consumer, lambda _i: (), consumers)
+    if error is None and count != messages:
+        error = f"drained {count} of {messages}"
+    return Drain("RabbitMQ", "-", consumers, count, seconds, error)
+
+
+def _rabbit_clean_up() -> None:
     try:
         connection = _connection()
         connection.channel().queue_delete(RABBIT_QUEUE)
         connection.close()
     except Exception:  # noqa: BLE001 - best-effort clean-up
         pass
-    return drains
 
 
 # -- the run ----------------------------------------------------------------------------------
 
 
+def median_drains(drains: list[Drain]) -> list[Drain]:
+    """Per (system, db, consumers), the round with the median rate."""
+    grouped: dict[tuple[str, str, int], list[Drain]] = {}
+    for drain in drains:
+        grouped.setdefault((drain.system, drain.db, drain.consumers), []).append(drain)
+    return [sorted(found, key=lambda d: d.rate)[len(found) // 2] for found in grouped.values()]
+
+
 def render(drains: list[Drain]) -> str:
     peer = {d.consumers: d.rate for d in drains if d.system == "RabbitMQ" and d.error is None}
     lines = [f"{'system':<10}{'db':<12}{'consumers':>10}{'messages':>10}{'seconds':>9}{'msg/s':>10}{'vs RabbitMQ':>13}"]
-    for d in drains:
+    for d in sorted(drains, key=lambda d: (d.consumers, d.system != "halfmq", d.db)):
         ratio = f"{d.rate / peer[d.consumers]:.2f}x" if d.system == "halfmq" and peer.get(d.consumers) else ""
         lines.append(
             f"{d.system:<10}{d.db:<12}{d.consumers:>10}{d.messages:>10}{d.seconds:>9.2f}{d.rate:>10,.0f}{ratio:>13}"
@@ -200,24 +224,39 @@ def render(drains: list[Drain]) -> str:
 def main(argv: list[str] | None = None) -> int:
     parser = argparse.ArgumentParser(prog="python -m bench.share", description=__doc__.splitlines()[0])
     parser.add_argument("--db", choices=[SQLITE, POSTGRESQL, "both"], default="both")
-    parser.add_argument("--messages", type=int, default=20_000, help="messages each run drains (default 20000)")
+    parser.add_argument("--messages", type=int, default=20_000, help="messages each drain takes (default 20000)")
     parser.add_argument("--consumers", default="1,4", help="consumer process counts (default 1,4)")
+    parser.add_argument("--rounds", type=int, default=3, help="rounds of each drain; the median counts (default 3)")
     parser.add_argument("--output", type=Path, default=None, help="write the results as JSON")
     args = parser.parse_args(argv)
     counts = [int(c) for c in args.consumers.split(",")]
+    dbs = [SQLITE, POSTGRESQL] if args.db == "both" else [args.db]
     started = time.time()
     drains: list[Drain] = []
-    for db in [SQLITE, POSTGRESQL] if args.db == "both" else [args.db]:
-        drains += halfmq(db, args.messages, counts)
-    drains += rabbitmq(args.messages, counts)
+    with contextlib.ExitStack() as stack:
+        brokers = [stack.enter_context(HalfmqBroker(db, args.messages)) for db in dbs]
+        # Interleaved: each halfmq drain runs seconds from RabbitMQ's, on a machine others share.
+        for round_number in range(1, args.rounds + 1):
+            for consumers in counts:
+                for broker in brokers:
+                    drains.append(broker.drain(consumers))
+                drains.append(rabbitmq(args.messages, consumers))
+                for drain in drains[-len(brokers) - 1 :]:
+                    print(f"  round {round_number}: {drain.system} {drain.db} x{consumers}: "
+                          f"{drain.rate:,.0f} msg/s {drain.error or ''}", flush=True)
+    _rabbit_clean_up()
+    medians = median_drains(drains)
     print()
-    print(render(drains))
+    print(render(medians))
     with open("/proc/loadavg") as loadavg:
-        print(f"\n(total {time.time() - started:.0f}s; load average now {loadavg.read().split()[0]})")
+        print(f"\n(median of {args.rounds} rounds; total {time.time() - started:.0f}s; "
+              f"load average now {loadavg.read().split()[0]})")
     if args.output is not None:
-        args.output.write_text(json.dumps({"command": "python -m bench.share " + " ".join(argv or []),
-                                           "drains": [asdict(d) | {"rate": round(d.rate, 1)} for d in drains]},
-                                          indent=2) + "\n")
+        args.output.write_text(json.dumps({
+            "command": "python -m bench.share " + " ".join(argv if argv is not None else sys.argv[1:]),
+            "medians": [asdict(d) | {"rate": round(d.rate, 1)} for d in medians],
+            "rounds": [asdict(d) | {"rate": round(d.rate, 1)} for d in drains],
+        }, indent=2) + "\n")
     return 0
 
 

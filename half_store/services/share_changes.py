@@ -50,6 +50,7 @@ class ShareChanges:
     archived: list[tuple[InFlightRecord, DeadLetterReason]] = field(default_factory=list)
     dropped: list[InFlightRecord] = field(default_factory=list)
     end_offsets: set[SharePartitionKey] = field(default_factory=set)
+    counts: dict[SharePartitionKey, tuple[int, int]] = field(default_factory=dict)  # (accepted, dead-lettered)
     released: int = 0
     touched: set[PartitionKey] = field(default_factory=set)  # partitions with news for waiting receives
 
@@ -70,8 +71,11 @@ class ShareChanges:
         """Forget a record whose message the log no longer has (retention): neither accepted nor dead-lettered."""
         self.dropped.append(record)
 
-    def apply(self, conn: Connection, store: Store, cursors: dict[SharePartitionKey, ShareCursor]) -> None:
-        """Write everything put so far (the share partitions are locked: ``cursors``), then start afresh.
+    def apply(
+        self, conn: Connection, store: Store, cursors: dict[SharePartitionKey, ShareCursor], *, finish: bool = True
+    ) -> None:
+        """Write the records put so far (the share partitions are locked: ``cursors``), then start afresh;
+        with ``finish`` also the share partitions' end offsets and counters (once per operation).
 
         The partitions with news for waiters (sources with released records, dead-letter
         topics with new letters) are added to ``touched``.
@@ -81,16 +85,12 @@ class ShareChanges:
         share_store.update_records(conn, list(self.updated.values()))
         share_store.delete_records(conn, gone)
         _keep_hints(cursors, self.inserted, list(self.updated.values()), gone)
-        counts: dict[SharePartitionKey, tuple[int, int]] = defaultdict(lambda: (0, 0))
         for record in self.accepted:
-            accepted, dead = counts[record.share_key]
-            counts[record.share_key] = (accepted + 1, dead)
+            accepted, dead = self.counts.get(record.share_key, (0, 0))
+            self.counts[record.share_key] = (accepted + 1, dead)
         for record, _ in self.archived:
-            accepted, dead = counts[record.share_key]
-            counts[record.share_key] = (accepted, dead + 1)
-        share_store.update_share_partitions(
-            conn, {key: (cursors[key].end_offset, *counts[key]) for key in self.end_offsets | set(counts)}
-        )
+            accepted, dead = self.counts.get(record.share_key, (0, 0))
+            self.counts[record.share_key] = (accepted, dead + 1)
         self.touched |= {(r.topic_id, r.partition) for r in self.updated.values() if r.state is RecordState.AVAILABLE}
         self.touched |= _append_dead_letters(conn, store, self.archived)
         SHARE_ACCEPTED.inc(len(self.accepted))
@@ -98,7 +98,16 @@ class ShareChanges:
         for _, reason in self.archived:
             SHARE_DEAD_LETTERED.labels(reason.value).inc()
         self.inserted, self.accepted, self.archived, self.dropped = [], [], [], []
-        self.updated, self.end_offsets, self.released = {}, set(), 0
+        self.updated, self.released = {}, 0
+        if finish:
+            share_store.update_share_partitions(
+                conn,
+                {
+                    key: (cursors[key].end_offset, *self.counts.get(key, (0, 0)))
+                    for key in self.end_offsets | set(self.counts)
+                },
+            )
+            self.end_offsets, self.counts = set(), {}
 
 
 def _keep_hints(

@@ -68,7 +68,7 @@ class _ShareOp:
 @dataclass(frozen=True, slots=True)
 class _Done:
     result: Any
-    touched: set[PartitionKey]
+    touched: set[PartitionKey]  # what the whole group commit has news for (waiters recheck; no harm)
 
 
 class ShareGroupService:
@@ -155,7 +155,7 @@ class ShareGroupService:
                     conn, cursors, changes, [a.receipt for a in acks], decoded, self._acknowledging(acks), now,
                     argument=now,
                 )
-                changes.apply(conn, self.store, cursors)  # so that what was just released may go out again
+                changes.apply(conn, self.store, cursors, finish=False)  # what was just released may go out again
             received: PackedList[ReceivedMessage] = PackedList(ReceivedMessage)
             for key in order:
                 if len(received) >= max_messages:
@@ -327,10 +327,12 @@ class ShareGroupService:
             share_store.create_share_partitions(conn, group, topic_id)
         if missing:
             cursors.update(share_store.lock_share_partitions(conn, [k for k in keys if k not in cursors]))
-        done = []
+        # Each operation's records are written before the next one reads them; the share partitions'
+        # end offsets and counters (kept in ``cursors`` meanwhile) once, at the end.
+        changes = ShareChanges()
+        results = []
         for op in ops:
-            changes = ShareChanges()
-            result = op.run(conn, cursors, changes)
-            changes.apply(conn, self.store, cursors)
-            done.append(_Done(result, changes.touched))
-        return done
+            results.append(op.run(conn, cursors, changes))
+            changes.apply(conn, self.store, cursors, finish=False)
+        changes.apply(conn, self.store, cursors)
+        return [_Done(result, changes.touched) for result in results]
