@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import contextlib
 import logging
 from collections.abc import AsyncIterator
 from contextlib import asynccontextmanager
@@ -19,6 +20,7 @@ from half_store.services.group_coordinator import GroupCoordinator
 from half_store.services.half_messages import HalfMessageService
 from half_store.services.log_service import LogService
 from half_store.services.notifier import PartitionNotifier
+from half_store.services.share_groups import ShareGroupService
 from half_store.settings import Settings
 from half_store.storage.database import open_database
 from half_store.storage.migrate import upgrade
@@ -38,6 +40,7 @@ class Broker:
     access: AccessService
     admin: AdminService
     groups: GroupCoordinator
+    shares: ShareGroupService
 
     @classmethod
     def open(cls, settings: Settings) -> Broker:
@@ -58,6 +61,7 @@ class Broker:
             access=AccessService(store),
             admin=AdminService(log_service, settings),
             groups=GroupCoordinator(store, settings),
+            shares=ShareGroupService(log_service, settings),
         )
 
     async def ready(self) -> bool:
@@ -79,6 +83,8 @@ class Broker:
             GROUP_MEMBERS.clear()  # a group whose members are all gone drops out instead of staying at its last count
             for group, members in counts.items():
                 GROUP_MEMBERS.labels(group).set(members)
+        with contextlib.suppress(StorageUnavailable):  # the gauge keeps its last value; /readyz tells the outage
+            await self.shares.refresh_locked_gauge()
         return core_metrics()
 
 
@@ -91,10 +97,11 @@ async def running_broker(settings: Settings) -> AsyncIterator[Broker]:
             upgrade(broker.store.database.writer)
         broker.store.start()
         broker.store.ensure_system_topics()
+        broker.shares.load_secret()
         recovered = await broker.coordinator.complete_prepared()
         if recovered:
             log.info("completed %d transactions left prepared by a crash", recovered)
-        jobs = BackgroundJobs(broker.store, broker.halves, broker.coordinator, settings, broker.groups)
+        jobs = BackgroundJobs(broker.store, broker.halves, broker.coordinator, settings, broker.groups, broker.shares)
         if settings.run_checker:
             jobs.start()
         try:

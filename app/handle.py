@@ -12,6 +12,7 @@ if TYPE_CHECKING:
     from half_store.services.group_coordinator import GroupCoordinator
     from half_store.services.half_messages import HalfMessageService
     from half_store.services.log_service import LogService
+    from half_store.services.share_groups import ShareGroupService
     from half_store.settings import Settings
 
 
@@ -26,6 +27,7 @@ class BrokerHandle(Protocol):
     access: AccessService
     admin: AdminService
     groups: GroupCoordinator
+    shares: ShareGroupService
 
     async def ready(self) -> bool: ...
 

@@ -12,7 +12,16 @@ import fastapi.routing
 from fastapi import Depends, FastAPI
 from fastapi.routing import APIRoute
 
-from app.api import access_routes, admin_routes, group_routes, half_routes, log_routes, ops_routes, txn_routes
+from app.api import (
+    access_routes,
+    admin_routes,
+    group_routes,
+    half_routes,
+    log_routes,
+    ops_routes,
+    share_routes,
+    txn_routes,
+)
 from app.api.access_cache import AccessCache
 from app.api.authorize import Authority, ListingFilterMiddleware, authorize
 from app.api.encoding import MessageLimits
@@ -68,6 +77,7 @@ def create_app(settings: Settings | None = None) -> FastAPI:
     app.include_router(group_routes.router)
     app.include_router(half_routes.router)
     app.include_router(access_routes.router)
+    app.include_router(share_routes.router)
     app.include_router(ops_routes.router)
     app.add_middleware(BodyLimitMiddleware, max_bytes=settings.max_request_bytes)
     app.add_middleware(ListingFilterMiddleware)

@@ -28,6 +28,7 @@ from half_store.services.callback_guard import CallbackGuard
 from half_store.services.coordinator import Coordinator
 from half_store.services.group_coordinator import GroupCoordinator
 from half_store.services.half_messages import HalfMessageService
+from half_store.services.share_groups import ShareGroupService
 from half_store.settings import Settings
 from half_store.storage import lease_store
 from half_store.storage.store import Store
@@ -42,12 +43,14 @@ class BackgroundJobs:
         halves: HalfMessageService,
         coordinator: Coordinator,
         settings: Settings,
-        groups: GroupCoordinator | None = None,
+        groups: GroupCoordinator,
+        shares: ShareGroupService,
     ) -> None:
         self.store = store
         self.settings = settings
         self.coordinator = coordinator
-        self.groups = groups or GroupCoordinator(store, settings)
+        self.groups = groups
+        self.shares = shares
         self.holder = f"{socket.gethostname()}:{os.getpid()}:{secrets.token_hex(4)}"
         # Callbacks go only to allowed networks, checked again at every connection (SSRF; docs/security.md).
         guard = halves.callback_guard or CallbackGuard(settings.callback_networks)
@@ -73,6 +76,7 @@ class BackgroundJobs:
         )
         expiry_every = self.settings.group_expiry_interval_seconds
         self.scheduler.add_job(self.expire_group_members, "interval", seconds=expiry_every, next_run_time=soon)
+        self.scheduler.add_job(self.dead_letter_share_records, "interval", seconds=1.0, next_run_time=soon)
         for job in self.scheduler.get_jobs():
             job.modify(max_instances=1, coalesce=True, misfire_grace_time=None)
         self.scheduler.start()
@@ -118,6 +122,11 @@ class BackgroundJobs:
     async def expire_group_members(self) -> None:
         """Members whose session lapsed leave their group, so their partitions go to the others."""
         await self._guarded("group session expiry", self.groups.expire_sessions)
+
+    async def dead_letter_share_records(self) -> None:
+        """Share-group records whose last allowed lock ran out go to their dead-letter topic,
+        even when nobody receives from the group any more."""
+        await self._guarded("share-group dead letters", self.shares.dead_letter_expired)
 
     async def clean_up(self) -> None:
         await self._guarded("system retention", self.retention.run_once)

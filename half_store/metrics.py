@@ -90,6 +90,37 @@ GROUP_FENCED_COMMITS = Counter(
     ["kind"],
     registry=CORE_REGISTRY,
 )
+SHARE_DELIVERED = Counter(
+    "halfmq_share_delivered_total",
+    "Messages handed out to share-group consumers (each delivery)",
+    registry=CORE_REGISTRY,
+)
+SHARE_REDELIVERED = Counter(
+    "halfmq_share_redelivered_total",
+    "Deliveries of a message the group had received before (released, or its lock ran out)",
+    registry=CORE_REGISTRY,
+)
+SHARE_ACCEPTED = Counter(
+    "halfmq_share_accepted_total",
+    "Share-group records accepted (directly or by a committed transaction)",
+    registry=CORE_REGISTRY,
+)
+SHARE_RELEASED = Counter(
+    "halfmq_share_released_total",
+    "Share-group locks given back before they ran out (RELEASE, or an aborted transaction)",
+    registry=CORE_REGISTRY,
+)
+SHARE_DEAD_LETTERED = Counter(
+    "halfmq_share_dead_lettered_total",
+    "Share-group records appended to their group's dead-letter topic, by reason",
+    ["reason"],
+    registry=CORE_REGISTRY,
+)
+SHARE_LOCKED = Gauge(
+    "halfmq_share_locked",
+    "Share-group records locked in the database at the last scrape (every broker process on it reports the same)",
+    registry=CORE_REGISTRY,
+)
 
 
 def count_core_process() -> None:

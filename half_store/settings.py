@@ -51,6 +51,16 @@ class Settings(BaseSettings):
     # How often the checker removes members whose session expired (they are also removed
     # when anyone of their group joins, heartbeats or leaves).
     group_expiry_interval_seconds: float = Field(1.0, gt=0)
+    # Share groups (queue consumption, see docs/share-groups.md).
+    share_max_deliveries: int = Field(5, ge=1)  # deliveries without ACCEPT before the dead-letter topic
+    # Signs receipts. Unset: one is generated and kept in the database, shared by every broker process on it.
+    share_receipt_secret: str | None = Field(None, min_length=16)
+    share_min_lock_ms: int = Field(100, ge=1)
+    share_max_lock_ms: int = Field(12 * 3600 * 1000, ge=1)  # also the longest RELEASE delay
+    share_max_messages: int = Field(1_000, ge=1)  # per receive
+    # Records in flight (locked, released, or held back by order) per share partition before a
+    # receive stops reading further into the log (KIP-932's record-lock limit).
+    share_max_in_flight: int = Field(5_000, ge=1)
 
     # Limits that protect the broker.
     max_message_bytes: int = Field(4 * 1024 * 1024, ge=1)

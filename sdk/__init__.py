@@ -5,8 +5,10 @@ Blocking classes (thread-safe unless noted)::
     from sdk import (Client, Producer, Consumer, Message, TransactionProducer,
                      TransactionListener, LocalTransactionState, TransactionalProducer)
 
+Share groups (queue consumption, per-message acks): :class:`ShareConsumer`.
+
 Asyncio twins: :class:`AsyncClient`, :class:`AsyncProducer`,
-:class:`AsyncTransactionalProducer`, :class:`AsyncConsumer`. Every broker error is
+:class:`AsyncTransactionalProducer`, :class:`AsyncConsumer`, :class:`AsyncShareConsumer`. Every broker error is
 a :class:`HalfmqError` subclass carrying ``code``, ``message`` and ``status``.
 The SDK speaks HTTP only (httpx) and never imports broker code.
 """
@@ -17,6 +19,7 @@ from sdk.aio import (
     AsyncClient,
     AsyncConsumer,
     AsyncProducer,
+    AsyncShareConsumer,
     AsyncTransactionalProducer,
 )
 from sdk.client import Client
@@ -50,7 +53,9 @@ from sdk.errors import (
     PrincipalExistsError,
     PrincipalNotFoundError,
     ProducerFencedError,
+    ReceiptExpiredError,
     ReservedTopicError,
+    ShareGroupNotFoundError,
     StorageUnavailableError,
     TokenNotFoundError,
     TooManyRequestsError,
@@ -61,11 +66,13 @@ from sdk.errors import (
     UnauthenticatedError,
     UnknownMemberError,
     UnknownProducerIdError,
+    UnknownReceiptError,
     UnsupportedMediaTypeError,
     ValidationError,
 )
 from sdk.message import Message
 from sdk.models import (
+    AckResult,
     CommittedOffset,
     ConsumerPositions,
     FetchResult,
@@ -75,10 +82,14 @@ from sdk.models import (
     HalfMessageInfo,
     PartitionInfo,
     ProducerIdentity,
+    ReceivedMessage,
+    ShareGroupInfo,
+    ShareTopicInfo,
     TopicMetadata,
     TransactionInfo,
 )
 from sdk.producer import Producer
+from sdk.share_consumer import ShareConsumer
 from sdk.transaction_listener import (
     LocalTransactionState,
     TransactionListener,
@@ -90,11 +101,13 @@ from sdk.transactional import TransactionalProducer
 __all__ = [
     "ERRORS_BY_CODE",
     "NO_RETRY",
+    "AckResult",
     "AclNotFoundError",
     "AlreadyResolvedError",
     "AsyncClient",
     "AsyncConsumer",
     "AsyncProducer",
+    "AsyncShareConsumer",
     "AsyncTransactionalProducer",
     "BrokerUnavailableError",
     "CallbackNotAllowedError",
@@ -135,8 +148,14 @@ __all__ = [
     "Producer",
     "ProducerFencedError",
     "ProducerIdentity",
+    "ReceiptExpiredError",
+    "ReceivedMessage",
     "ReservedTopicError",
     "RetryPolicy",
+    "ShareConsumer",
+    "ShareGroupInfo",
+    "ShareGroupNotFoundError",
+    "ShareTopicInfo",
     "StorageUnavailableError",
     "TokenNotFoundError",
     "TooManyRequestsError",
@@ -154,6 +173,7 @@ __all__ = [
     "UnauthenticatedError",
     "UnknownMemberError",
     "UnknownProducerIdError",
+    "UnknownReceiptError",
     "UnsupportedMediaTypeError",
     "ValidationError",
 ]

@@ -13,6 +13,7 @@ from urllib.parse import quote
 
 from sdk._http import Call
 from sdk.models import (
+    AckResult,
     CommittedOffset,
     FetchResult,
     GroupDescription,
@@ -21,6 +22,8 @@ from sdk.models import (
     MemberAssignment,
     ProduceResult,
     ProducerIdentity,
+    ReceivedMessage,
+    ShareGroupInfo,
     TopicMetadata,
     TransactionInfo,
 )
@@ -297,4 +300,77 @@ def poll_checks(producer_group: str, *, max_wait_ms: int, instance_id: str | Non
     return Call(
         "GET", f"/v1/producer-groups/{_seg(producer_group)}/checks", params=params,
         extra_timeout=max_wait_ms / 1000.0, parse=lambda body: list(body.get("checks") or []),
+    )
+
+
+# --- share groups (queue consumption) ------------------------------------------------
+
+
+def _results(body: Any) -> list[AckResult]:
+    return [AckResult.from_json(r) for r in body.get("results") or []]
+
+
+ShareAck = tuple[str, str, int | None]
+"""``(receipt, "ACCEPT" | "RELEASE" | "REJECT", delay_ms)``."""
+
+
+def _acks_json(acks: Sequence[ShareAck]) -> list[dict[str, Any]]:
+    entries = []
+    for receipt, kind, delay_ms in acks:
+        entry: dict[str, Any] = {"receipt": receipt, "type": kind}
+        if delay_ms:
+            entry["delay_ms"] = delay_ms
+        entries.append(entry)
+    return entries
+
+
+def share_receive(
+    group: str, topic: str, *, max_messages: int, lock_ms: int, max_wait_ms: int, ordered: bool,
+    acks: Sequence[ShareAck] = (),
+) -> Call[tuple[list[ReceivedMessage], list[AckResult]]]:
+    """``POST /v1/share-groups/{group}/receive`` (a long-poll when ``max_wait_ms`` > 0), carrying
+    ``acks`` of earlier messages (applied first; their results come back with the messages).
+
+    Resent after a lost answer: the messages that answer locked come back once their
+    locks run out, so nothing is lost, only delayed by the lock; acknowledgements already
+    applied then read RECEIPT_EXPIRED.
+    """
+    body: dict[str, Any] = {"topic": topic, "max_messages": max_messages, "lock_ms": lock_ms}
+    body["max_wait_ms"] = max_wait_ms
+    if ordered:
+        body["ordered"] = True
+    if acks:
+        body["acks"] = _acks_json(acks)
+    return Call(
+        "POST", f"/v1/share-groups/{_seg(group)}/receive", json=body, extra_timeout=max_wait_ms / 1000.0,
+        parse=lambda answer: ([ReceivedMessage.from_json(m) for m in answer.get("messages") or []], _results(answer)),
+    )
+
+
+def share_acks(group: str, acks: Sequence[ShareAck]) -> Call[list[AckResult]]:
+    """``POST /v1/share-groups/{group}/acks``.
+
+    Resent after a lost answer: an acknowledgement already applied then reads RECEIPT_EXPIRED.
+    """
+    return Call("POST", f"/v1/share-groups/{_seg(group)}/acks", json={"acks": _acks_json(acks)}, parse=_results)
+
+
+def share_extend(group: str, receipts: Sequence[str], lock_ms: int) -> Call[list[AckResult]]:
+    """``POST /v1/share-groups/{group}/extend``: renewing a lock twice is harmless."""
+    return Call(
+        "POST", f"/v1/share-groups/{_seg(group)}/extend", json={"receipts": list(receipts), "lock_ms": lock_ms},
+        parse=_results,
+    )
+
+
+def describe_share_group(group: str) -> Call[ShareGroupInfo]:
+    """``GET /v1/share-groups/{group}``."""
+    return Call("GET", f"/v1/share-groups/{_seg(group)}", parse=ShareGroupInfo.from_json)
+
+
+def add_acks_to_transaction(txn_id: str, group: str, receipts: Sequence[str]) -> Call[list[AckResult]]:
+    """``POST /v1/transactions/{txn_id}/acks``: accepted with the transaction, released if it aborts."""
+    return Call(
+        "POST", f"/v1/transactions/{_seg(txn_id)}/acks", json={"group": group, "receipts": list(receipts)},
+        parse=_results,
     )

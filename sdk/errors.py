@@ -272,10 +272,18 @@ class CallbackNotAllowedError(HalfmqError):
     """CALLBACK_NOT_ALLOWED (422): a listener's callback URL resolves outside the broker's allowed networks."""
 
     code, status = "CALLBACK_NOT_ALLOWED", 422
+
+
 class InvalidSessionTimeoutError(HalfmqError):
     """INVALID_SESSION_TIMEOUT (422): a session timeout outside the broker's configured range."""
 
     code, status = "INVALID_SESSION_TIMEOUT", 422
+
+
+class ShareGroupNotFoundError(HalfmqError):
+    """SHARE_GROUP_NOT_FOUND (404): the share group has never received from any topic."""
+
+    code, status = "SHARE_GROUP_NOT_FOUND", 404
 
 
 # --- raised by the SDK itself ----------------------------------------------------------
@@ -298,6 +306,22 @@ class BrokerUnavailableError(HalfmqError):
     """
 
     code = "BROKER_UNAVAILABLE"
+
+
+class ReceiptExpiredError(HalfmqError):
+    """RECEIPT_EXPIRED: a receipt no longer holds its lock (it ran out, was given back or taken again).
+
+    Raised by :meth:`TransactionalProducer.send_acks_to_transaction` when the broker did
+    not take every receipt into the transaction; the transaction must then be aborted.
+    """
+
+    code = "RECEIPT_EXPIRED"
+
+
+class UnknownReceiptError(HalfmqError):
+    """UNKNOWN_RECEIPT: a receipt the broker did not sign for this share group."""
+
+    code = "UNKNOWN_RECEIPT"
 
 
 ERRORS_BY_CODE: dict[str, type[HalfmqError]] = {
@@ -340,6 +364,7 @@ ERRORS_BY_CODE: dict[str, type[HalfmqError]] = {
         GroupNotFoundError,
         FencedMemberEpochError,
         InvalidSessionTimeoutError,
+        ShareGroupNotFoundError,
     )
 }
 """Every broker error code this SDK knows, mapped to its exception class."""

@@ -299,3 +299,98 @@ class GroupDescription:
             members=[GroupMember.from_json(m) for m in body.get("members") or []],
             offsets=[CommittedOffset.from_json(o) for o in body.get("offsets") or []],
         )
+
+
+# --- share groups ---------------------------------------------------------------------
+
+
+@dataclass(frozen=True)
+class ReceivedMessage(Message):
+    """A message a share group handed out: where it lives, plus the lock it holds.
+
+    Acknowledge it with its ``receipt`` (the consumer's ``ack`` / ``release`` /
+    ``reject`` take the message itself). ``delivery_count`` is 1 the first time, more
+    once it was released or its lock ran out; ``lock_expires_ms`` is when the lock runs
+    out on the broker's clock (ms since the epoch), unless it is extended.
+    """
+
+    receipt: str = ""
+    delivery_count: int = 0
+    lock_expires_ms: int = 0
+
+    @classmethod
+    def from_json(cls, body: Mapping[str, Any]) -> ReceivedMessage:
+        """Build from one message of a share-group receive."""
+        base = from_wire(body)
+        return cls(
+            topic=base.topic,
+            value=base.value,
+            key=base.key,
+            headers=base.headers,
+            partition=base.partition,
+            offset=base.offset,
+            timestamp=base.timestamp,
+            receipt=str(body["receipt"]),
+            delivery_count=int(body["delivery_count"]),
+            lock_expires_ms=int(body.get("lock_expires_ms") or 0),
+        )
+
+
+@dataclass(frozen=True)
+class AckResult:
+    """What became of one receipt: ``ok``, or ``error`` ``RECEIPT_EXPIRED`` / ``UNKNOWN_RECEIPT``.
+
+    RECEIPT_EXPIRED: the lock it names ran out, was given back, or passed to a
+    transaction; the message may have gone to another consumer. A retried ACCEPT whose
+    first answer was lost also gets it. UNKNOWN_RECEIPT: not a receipt of this group.
+    ``lock_expires_ms``: after an extend, when the renewed lock runs out.
+    """
+
+    receipt: str
+    ok: bool
+    error: str | None = None
+    lock_expires_ms: int | None = None
+
+    @classmethod
+    def from_json(cls, body: Mapping[str, Any]) -> AckResult:
+        """Build from one entry of ``{"results": [...]}``."""
+        expires = body.get("lock_expires_ms")
+        return cls(
+            receipt=str(body["receipt"]),
+            ok=bool(body["ok"]),
+            error=body.get("error"),
+            lock_expires_ms=None if expires is None else int(expires),
+        )
+
+
+@dataclass(frozen=True)
+class ShareTopicInfo:
+    """A share group on one topic: messages waiting, locked, accepted and dead-lettered."""
+
+    topic: str
+    available: int
+    locked: int
+    accepted: int
+    dlq: int
+
+    @classmethod
+    def from_json(cls, body: Mapping[str, Any]) -> ShareTopicInfo:
+        return cls(
+            topic=str(body["topic"]),
+            available=int(body["available"]),
+            locked=int(body["locked"]),
+            accepted=int(body["accepted"]),
+            dlq=int(body["dlq"]),
+        )
+
+
+@dataclass(frozen=True)
+class ShareGroupInfo:
+    """``GET /v1/share-groups/{group}``."""
+
+    group: str
+    topics: list[ShareTopicInfo]
+
+    @classmethod
+    def from_json(cls, body: Mapping[str, Any]) -> ShareGroupInfo:
+        return cls(group=str(body["group"]), topics=[ShareTopicInfo.from_json(t) for t in body.get("topics") or []])

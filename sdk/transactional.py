@@ -23,7 +23,7 @@ from __future__ import annotations
 import contextlib
 import logging
 import threading
-from collections.abc import Iterator, Mapping
+from collections.abc import Iterable, Iterator, Mapping
 from types import TracebackType
 from typing import Any
 
@@ -32,10 +32,11 @@ from sdk._api import TopicPartition
 from sdk._http import DEFAULT_MAX_CONNECTIONS, DEFAULT_TIMEOUT, RetryPolicy, Transport
 from sdk._membership import committing_member, refreshed_member
 from sdk._routing import PartitionRouter
+from sdk._share_core import Receipted, failure, receipts_of
 from sdk._txn_state import TransactionManager, TransactionState
 from sdk.errors import ConcurrentTransactionsError, FencedMemberEpochError
 from sdk.message import to_wire
-from sdk.models import GroupMetadata
+from sdk.models import AckResult, GroupMetadata
 
 logger = logging.getLogger("halfmq.sdk")
 
@@ -166,6 +167,28 @@ class TransactionalProducer:
                     if fresh is None:
                         raise
                     self._transport.call(_api.add_offsets_to_transaction(txn_id, name, offsets, fresh))
+
+    def send_acks_to_transaction(self, group: str, messages: Receipted | Iterable[Receipted]) -> list[AckResult]:
+        """Acknowledge share-group messages (or receipts) of ``group`` in this transaction.
+
+        The consume-transform-produce loop for queues: the messages stay locked while the
+        transaction is open, are accepted if it commits and released (to be delivered
+        again) if it aborts or times out. If a receipt no longer holds its lock, this
+        raises :class:`~sdk.errors.ReceiptExpiredError` (or ``UnknownReceiptError``) and
+        the transaction can only be aborted. Call the consumer's ``forget`` for them
+        afterwards, so it stops renewing locks that are the transaction's now.
+        """
+        with self._lock:
+            self._manager.require_in_transaction("send_acks_to_transaction")
+            try:
+                txn_id = self._ensure_broker_transaction()
+                results = self._transport.call(_api.add_acks_to_transaction(txn_id, group, receipts_of(messages)))
+                refused = failure(results)
+                if refused is not None:
+                    raise refused
+            except Exception as exc:  # noqa: BLE001 - as every call in a transaction: abort-only, then raised
+                raise self._manager.failed(exc)  # noqa: B904 - the error itself (or the fencing one), not a new one
+            return results
 
     def commit_transaction(self) -> None:
         """Commit the open transaction. If it raises with an unknown outcome

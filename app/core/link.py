@@ -35,6 +35,7 @@ if TYPE_CHECKING:
     from half_store.services.group_coordinator import GroupCoordinator
     from half_store.services.half_messages import HalfMessageService
     from half_store.services.log_service import LogService
+    from half_store.services.share_groups import ShareGroupService
 
 log = logging.getLogger(__name__)
 
@@ -173,6 +174,7 @@ class RemoteBroker:
         self.access = cast("AccessService", _ServiceProxy(link, "access"))
         self.admin = cast("AdminService", _ServiceProxy(link, "admin"))
         self.groups = cast("GroupCoordinator", _ServiceProxy(link, "groups"))
+        self.shares = cast("ShareGroupService", _ServiceProxy(link, "shares"))
 
     async def ready(self) -> bool:
         try:

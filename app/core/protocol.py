@@ -70,6 +70,7 @@ EXPOSED: dict[str, frozenset[str]] = {
         }
     ),
     "groups": frozenset({"join", "heartbeat", "leave", "list_groups", "describe"}),
+    "shares": frozenset({"receive", "acknowledge", "extend", "acknowledge_in_transaction", "describe"}),
     "broker": frozenset({"ready", "metrics"}),
 }
 

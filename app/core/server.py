@@ -50,6 +50,7 @@ class CoreServer:
             "access": broker.access,
             "admin": broker.admin,
             "groups": broker.groups,
+            "shares": broker.shares,
             "broker": broker,
         }
         self._reader = reader

@@ -33,6 +33,22 @@ ISOLATION_READ_COMMITTED = "read_committed"
 MAX_INT32 = 2**31 - 1
 
 
+# Share groups: a group's dead letters go to the topic DLQ.{group} (one partition, created on
+# demand), with these headers naming where each came from and why.
+DLQ_TOPIC_PREFIX = "DLQ."
+DLQ_HEADER_TOPIC = "halfmq-dlq-topic"
+DLQ_HEADER_PARTITION = "halfmq-dlq-partition"
+DLQ_HEADER_OFFSET = "halfmq-dlq-offset"
+DLQ_HEADER_DELIVERY_COUNT = "halfmq-delivery-count"
+DLQ_HEADER_REASON = "halfmq-dlq-reason"
+# A share group's name must make a valid topic name after the prefix.
+SHARE_GROUP_PATTERN = r"^[A-Za-z0-9._-]{1,245}$"
+
+
+def dead_letter_topic(group: str) -> str:
+    return DLQ_TOPIC_PREFIX + group
+
+
 def is_system_topic(name: str) -> bool:
     return name.startswith(_RESERVED_PREFIXES)
 

@@ -206,3 +206,7 @@ class CallbackNotAllowed(BrokerError):
     """A callback URL whose scheme or resolved addresses are outside the allowed networks (SSRF)."""
 
     status, code = 422, "CALLBACK_NOT_ALLOWED"
+
+
+class ShareGroupNotFound(BrokerError):
+    status, code = 404, "SHARE_GROUP_NOT_FOUND"

@@ -2,7 +2,8 @@
 
 Ending a transaction is two-phase, as in Kafka: the state moves to PREPARE_COMMIT
 or PREPARE_ABORT (durably), then a control marker goes to every partition the
-transaction wrote, staged group offsets are applied on commit, and the state
+transaction wrote, staged group offsets are applied on commit, share-group records
+acknowledged in it are accepted (commit) or released (abort), and the state
 becomes final, in one database transaction. A crash between the phases leaves a
 PREPARE_* row that :meth:`Coordinator.complete_prepared` finishes on start-up and
 from the checker. Every state change is a compare-and-set on the row, so a
@@ -52,6 +53,7 @@ from half_store.services.log_service import (
     check_partition,
 )
 from half_store.services.notifier import PartitionKey
+from half_store.services.share_changes import finish_transaction_acks
 from half_store.services.stamped_append import (
     STAMPED_APPEND,
     StampedAppend,
@@ -391,6 +393,16 @@ class Coordinator:
         touched: dict[str, set[PartitionKey]] = defaultdict(set)
         for txn, part, _ in markers:
             touched[txn.txn_id].add((part.topic_id, part.partition))
+        # Share-group acknowledgements made in the transactions: accepted or released with them.
+        acknowledged = finish_transaction_acks(
+            conn,
+            self.store,
+            [txn.txn_id for txn in finishing if txn.state is TxnState.PREPARE_COMMIT],
+            [txn.txn_id for txn in finishing if txn.state is TxnState.PREPARE_ABORT],
+            self.settings.share_max_deliveries,
+        )
+        for txn_id, keys in acknowledged.items():
+            touched[txn_id] |= keys
         return touched
 
     @staticmethod

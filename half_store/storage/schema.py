@@ -380,3 +380,56 @@ group_partitions = Table(
     Column("granted_epoch", Integer, nullable=True),  # the owner's member epoch when it got the partition
     Column("target_member_id", String(64), nullable=True),
 )
+
+# -- share groups (queue consumption, KIP-932) ------------------------------------------
+
+# Per (group, topic, partition): the share-partition end offset (the group has looked at
+# every message below it) and how many records the group accepted and dead-lettered there.
+# Every share-group write locks these rows first, in key order.
+share_partitions = Table(
+    "share_partitions",
+    metadata,
+    Column("group_id", String(255), primary_key=True),
+    Column("topic_id", Integer, primary_key=True, autoincrement=False),
+    Column("partition", Integer, primary_key=True, autoincrement=False),
+    Column("end_offset", BigInteger, nullable=False),
+    Column("accepted", BigInteger, nullable=False, default=0),
+    Column("dead_lettered", BigInteger, nullable=False, default=0),
+    Column("created_at", BigInteger, nullable=False),
+)
+
+# The in-flight records below the end offset: AVAILABLE or ACQUIRED (accepted and archived
+# ones are deleted, so the lowest offset here is the share-partition start offset).
+share_records = Table(
+    "share_records",
+    metadata,
+    Column("group_id", String(255), primary_key=True),
+    Column("topic_id", Integer, primary_key=True, autoincrement=False),
+    Column("partition", Integer, primary_key=True, autoincrement=False),
+    Column("offset", BigInteger, primary_key=True, autoincrement=False),
+    Column("state", String(16), nullable=False),
+    Column("delivery_count", Integer, nullable=False),
+    Column("generation", BigInteger, nullable=False),
+    # ACQUIRED: when the lock runs out; AVAILABLE: when a released record may go out again.
+    Column("visible_at", BigInteger, nullable=False),
+    Column("key", Text, nullable=True),
+    # The transaction whose acknowledgement holds the lock: it is accepted or released with it.
+    Column("txn_id", String(64), nullable=True),
+)
+Index(
+    "ix_share_records_txn_id",
+    share_records.c.txn_id,
+    sqlite_where=share_records.c.txn_id.isnot(None),
+    postgresql_where=share_records.c.txn_id.isnot(None),
+)
+# The sweep that dead-letters records whose last lock ran out looks for high delivery counts.
+Index("ix_share_records_delivery_count_visible_at", share_records.c.delivery_count, share_records.c.visible_at)
+
+# Secrets every broker process on this database shares (the share-group receipt key).
+broker_secrets = Table(
+    "broker_secrets",
+    metadata,
+    Column("name", String(64), primary_key=True),
+    Column("value", Text, nullable=False),
+    Column("created_at", BigInteger, nullable=False),
+)

@@ -1,5 +1,5 @@
 """Asyncio twins: :class:`AsyncClient`, :class:`AsyncProducer`,
-:class:`AsyncTransactionalProducer`, :class:`AsyncConsumer`.
+:class:`AsyncTransactionalProducer`, :class:`AsyncConsumer`, :class:`AsyncShareConsumer`.
 
 Same behaviour as the blocking classes, on :class:`httpx.AsyncClient`. They share
 the request definitions (:mod:`sdk._api`), the retry decisions (:mod:`sdk._http`),
@@ -16,6 +16,7 @@ pool queue for a connection instead.
 from sdk.aio.client import AsyncClient
 from sdk.aio.consumer import AsyncConsumer
 from sdk.aio.producer import AsyncProducer
+from sdk.aio.share_consumer import AsyncShareConsumer
 from sdk.aio.transactional import AsyncTransactionalProducer
 
-__all__ = ["AsyncClient", "AsyncConsumer", "AsyncProducer", "AsyncTransactionalProducer"]
+__all__ = ["AsyncClient", "AsyncConsumer", "AsyncProducer", "AsyncShareConsumer", "AsyncTransactionalProducer"]

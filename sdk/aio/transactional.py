@@ -5,7 +5,7 @@ from __future__ import annotations
 import asyncio
 import contextlib
 import logging
-from collections.abc import AsyncIterator, Mapping
+from collections.abc import AsyncIterator, Iterable, Mapping
 from typing import Any
 
 from sdk import _api
@@ -13,11 +13,12 @@ from sdk._api import TopicPartition
 from sdk._http import DEFAULT_MAX_CONNECTIONS, DEFAULT_TIMEOUT, RetryPolicy
 from sdk._membership import committing_member, refreshed_member
 from sdk._routing import PartitionRouter
+from sdk._share_core import Receipted, failure, receipts_of
 from sdk._txn_state import TransactionManager, TransactionState
 from sdk.aio._base import AsyncBase
 from sdk.errors import ConcurrentTransactionsError, FencedMemberEpochError
 from sdk.message import to_wire
-from sdk.models import GroupMetadata
+from sdk.models import AckResult, GroupMetadata
 from sdk.transactional import DEFAULT_TRANSACTION_TIMEOUT_MS
 
 logger = logging.getLogger("halfmq.sdk")
@@ -102,6 +103,23 @@ class AsyncTransactionalProducer(AsyncBase):
                     if fresh is None:
                         raise
                     await self._transport.call(_api.add_offsets_to_transaction(txn_id, name, offsets, fresh))
+
+    async def send_acks_to_transaction(
+        self, group: str, messages: Receipted | Iterable[Receipted]
+    ) -> list[AckResult]:
+        """Acknowledge share-group messages in this transaction (see the blocking twin)."""
+        async with self._lock:
+            self._manager.require_in_transaction("send_acks_to_transaction")
+            try:
+                txn_id = await self._ensure_broker_transaction()
+                call = _api.add_acks_to_transaction(txn_id, group, receipts_of(messages))
+                results = await self._transport.call(call)
+                refused = failure(results)
+                if refused is not None:
+                    raise refused
+            except Exception as exc:  # noqa: BLE001 - as every call in a transaction: abort-only, then raised
+                raise self._manager.failed(exc)  # noqa: B904 - the error itself (or the fencing one), not a new one
+            return results
 
     async def commit_transaction(self) -> None:
         """Commit; call again if it raised with an unknown outcome."""

@@ -180,6 +180,21 @@ def test_every_route_answers_as_the_document_declares(client: TestClient) -> Non
     assert client.delete(member).status_code == 204
     assert client.get("/v1/groups/never-seen").status_code == 404
 
+    # Share groups: receive, acknowledge (alone and with the next receive), extend, inside a transaction.
+    received = client.post("/v1/share-groups/sg/receive", json={"topic": "orders", "max_messages": 2}).json()
+    first, second = (m["receipt"] for m in received["messages"][:2])
+    assert client.post("/v1/share-groups/sg/extend", json={"receipts": [first, "forged"]}).json()["results"]
+    assert client.post("/v1/share-groups/sg/acks", json={"acks": [{"receipt": first, "type": "ACCEPT"}]}).json()
+    again = {"topic": "orders", "acks": [{"receipt": second, "type": "RELEASE", "delay_ms": 0}]}
+    assert client.post("/v1/share-groups/sg/receive", json=again).json()["results"]
+    assert client.post("/v1/share-groups/sg/receive", json={"topic": "orders", "lock_ms": 0}).status_code == 422
+    assert client.post("/v1/share-groups/sg/receive", json={"topic": "missing"}).status_code == 404
+    assert client.get("/v1/share-groups/sg").json()["topics"]
+    assert client.get("/v1/share-groups/never-seen").status_code == 404
+    share_txn = client.post("/v1/transactions", json={}).json()["txn_id"]
+    assert client.post(f"/v1/transactions/{share_txn}/acks", json={"group": "sg", "receipts": [first]}).json()
+    assert client.post(f"/v1/transactions/{share_txn}/abort").status_code == 200
+
     # Mode 1: two half messages, polled for checks (one JSON, one binary), then resolved each way.
     half = {"topic": "orders", "producer_group": "pg", "transaction_id": "t-1", "value": 1, "headers": {"h": "v"}}
     committed = client.post("/v1/half-messages", json=half).json()["message_id"]

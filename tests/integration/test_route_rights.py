@@ -166,6 +166,19 @@ def _member(world: World, action: str) -> tuple[Request, list[Grant]]:
     return ("POST", f"{url}/heartbeat", {"member_epoch": joined["member_epoch"], "owned": owned}), grants
 
 
+def _share_group(world: World) -> tuple[Request, list[Grant]]:
+    group = world.fresh("sg")
+    world.call("POST", f"/v1/share-groups/{group}/receive", {"topic": "orders", "max_messages": 1})
+    return ("GET", f"/v1/share-groups/{group}", None), [("group", group, "describe")]
+
+
+def _acks_in_transaction(world: World) -> tuple[Request, list[Grant]]:
+    tid = world.fresh("tx")
+    txn = world.transaction(tid)
+    body = {"group": "sg", "receipts": ["not-a-receipt"]}
+    return ("POST", f"/v1/transactions/{txn}/acks", body), [("transactional_id", tid, "write"), ("group", "sg", "read")]
+
+
 def _fixed(request: Request, grants: list[Grant]) -> Callable[[World], tuple[Request, list[Grant]]]:
     return lambda world: (request, grants)
 
@@ -346,6 +359,27 @@ CASES: dict[tuple[str, str], list[Case]] = {
             filtered_by=(("group", "seeded", "describe"),),
         )
     ],
+    ("POST", "/v1/share-groups/{group}/receive"): [
+        Case(
+            _fixed(
+                ("POST", "/v1/share-groups/sg/receive", {"topic": "orders", "max_messages": 1, "lock_ms": 100}),
+                [("group", "sg", "read"), ("topic", "orders", "read")],
+            )
+        )
+    ],
+    ("POST", "/v1/share-groups/{group}/acks"): [
+        Case(
+            _fixed(
+                ("POST", "/v1/share-groups/sg/acks", {"acks": [{"receipt": "not-a-receipt", "type": "ACCEPT"}]}),
+                [("group", "sg", "read")],
+            )
+        )
+    ],
+    ("POST", "/v1/share-groups/{group}/extend"): [
+        Case(_fixed(("POST", "/v1/share-groups/sg/extend", {"receipts": ["not-a-receipt"]}), [("group", "sg", "read")]))
+    ],
+    ("GET", "/v1/share-groups/{group}"): [Case(_share_group)],
+    ("POST", "/v1/transactions/{txn_id}/acks"): [Case(_acks_in_transaction)],
     ("GET", "/v1/groups/{group}"): [Case(_fixed(("GET", "/v1/groups/seeded", None), [("group", "seeded", "describe")]))],
 }
 

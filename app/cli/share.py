@@ -1,0 +1,45 @@
+"""``halfmq share``: share groups (queue consumption), as an operator sees them through the HTTP API."""
+
+from __future__ import annotations
+
+from typing import Annotated, Any
+from urllib.parse import quote
+
+import typer
+from rich.table import Table
+
+from app.cli.remote import DEFAULT_URL, JsonOption, TokenOption, UrlOption, remote
+
+share_cli = typer.Typer(help="Share groups: queue consumption with per-message acknowledgements.", no_args_is_help=True)
+
+COLUMNS = ("available", "locked", "accepted", "dlq")
+
+
+@share_cli.command("describe")
+def describe(
+    group: Annotated[str, typer.Argument(help="The share group")],
+    url: UrlOption = DEFAULT_URL,
+    token: TokenOption = None,
+    as_json: JsonOption = False,
+) -> None:
+    """Per topic of GROUP: messages available, locked, accepted and dead-lettered (in DLQ.GROUP)."""
+    with remote(url, token, as_json) as broker:
+        broker.show(broker.request("GET", f"/v1/share-groups/{quote(group, safe='')}"), render_group)
+
+
+def render_group(answer: dict[str, Any]) -> Table:
+    table = Table(title=f"share group {answer['group']}", title_justify="left")
+    table.add_column("topic")
+    table.add_column("partition", justify="right")
+    table.add_column("start", justify="right")
+    table.add_column("end", justify="right")
+    for column in COLUMNS:
+        table.add_column(column, justify="right")
+    for topic in answer["topics"]:
+        table.add_row(topic["topic"], "all", "", "", *(str(topic[c]) for c in COLUMNS), style="bold")
+        for part in topic.get("partitions", []):
+            table.add_row(
+                "", str(part["partition"]), str(part["start_offset"]), str(part["end_offset"]),
+                *(str(part[c]) for c in COLUMNS),
+            )
+    return table

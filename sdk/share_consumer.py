@@ -1,0 +1,254 @@
+"""The blocking :class:`ShareConsumer`: a share group's consumer (queue semantics, per-message acks).
+
+Many consumers of one share group split a topic message by message (RocketMQ 5's
+SimpleConsumer, Kafka's share groups)::
+
+    with ShareConsumer(url, "billing", "invoices") as consumer:
+        for message in consumer:          # each one locked for this consumer
+            bill(message.value)
+            consumer.ack(message)         # or release(message) / reject(message)
+
+or ``consumer.process(handler)``: ACCEPT when the handler returns, RELEASE when it
+raises. While a message is held (received, not acknowledged yet) a background thread
+renews its lock, so slow work does not lose it; ``auto_extend=False`` turns that off.
+
+``ack`` / ``release`` / ``reject`` send their request at once and return its results.
+``acknowledge(messages, kind)`` instead defers it to the next ``receive`` (or ``flush``,
+or ``close``), which carries it, as Kafka's share consumer does: a loop of receive and
+acknowledge then costs one request and one commit per batch. ``process`` works that way.
+"""
+
+from __future__ import annotations
+
+import logging
+import threading
+import time
+from collections.abc import Callable, Iterable, Iterator
+from types import TracebackType
+from typing import Any
+
+from sdk import _api
+from sdk._api import ShareAck
+from sdk._http import DEFAULT_MAX_CONNECTIONS, DEFAULT_TIMEOUT, RetryPolicy, Transport
+from sdk._share_core import (
+    DEFAULT_LOCK_MS,
+    DEFAULT_MAX_EXTENSION,
+    DEFAULT_MAX_MESSAGES,
+    MAX_BROKER_WAIT_MS,
+    HeldLocks,
+    PendingAcks,
+    Receipted,
+    receipts_of,
+    report,
+)
+from sdk.errors import IllegalStateError
+from sdk.models import AckResult, ReceivedMessage, ShareGroupInfo
+
+logger = logging.getLogger("halfmq.sdk")
+
+
+class ShareConsumer:
+    """``ShareConsumer(url, group, topic)``: receive, then ``ack`` / ``release`` / ``reject`` each message.
+
+    ``lock_ms``: how long a received message stays hidden from the rest of the group
+    without an acknowledgement. ``ordered=True``: per-key order (no later message of a
+    key while one is locked; every consumer of the group should set it). ``max_extension``:
+    seconds after its receipt during which a held lock is renewed automatically (None:
+    as long as the consumer is open). ``on_acknowledged`` is called with the results of
+    deferred acknowledgements when they come back (by default refusals are logged).
+    Thread-safe.
+    """
+
+    def __init__(
+        self,
+        url: str,
+        group: str,
+        topic: str,
+        *,
+        max_messages: int = DEFAULT_MAX_MESSAGES,
+        lock_ms: int = DEFAULT_LOCK_MS,
+        ordered: bool = False,
+        auto_extend: bool = True,
+        max_extension: float | None = DEFAULT_MAX_EXTENSION,
+        on_acknowledged: Callable[[list[AckResult]], None] = report,
+        token: str | None = None,
+        timeout: float = DEFAULT_TIMEOUT,
+        retry: RetryPolicy | None = None,
+        max_connections: int = DEFAULT_MAX_CONNECTIONS,
+    ) -> None:
+        self.url = url.rstrip("/")
+        self.group = group
+        self.topic = topic
+        self.max_messages = max_messages
+        self.lock_ms = lock_ms
+        self.ordered = ordered
+        self.held = HeldLocks(lock_ms, max_extension)
+        self.pending = PendingAcks()
+        self.on_acknowledged = on_acknowledged
+        self._transport = Transport(
+            self.url, timeout=timeout, retry=retry, max_connections=max_connections, token=token
+        )
+        self._closed = threading.Event()
+        self._keeper = threading.Thread(target=self._keep_locks, name="halfmq-share-locks", daemon=True)
+        if auto_extend:
+            self._keeper.start()
+
+    # --- receiving ---------------------------------------------------------------------
+
+    def receive(self, max_messages: int | None = None, timeout: float = 1.0) -> list[ReceivedMessage]:
+        """Up to ``max_messages`` messages, each locked for this consumer; waits up to ``timeout`` seconds for some.
+
+        Deferred acknowledgements go with it; their results reach ``on_acknowledged``.
+        """
+        self._check_open()
+        wait_ms = min(int(max(0.0, timeout) * 1000), MAX_BROKER_WAIT_MS)
+        acks = self.pending.take()
+        call = _api.share_receive(
+            self.group, self.topic, max_messages=max_messages or self.max_messages, lock_ms=self.lock_ms,
+            max_wait_ms=wait_ms, ordered=self.ordered, acks=acks,
+        )
+        asked_at = time.monotonic()
+        try:
+            messages, results = self._transport.call(call)
+        except Exception:
+            self.pending.restore(acks)
+            raise
+        self.held.forget(receipt for receipt, _, _ in acks)
+        self.held.hold(messages, asked_at)
+        if results:
+            self.on_acknowledged(results)
+        return messages
+
+    def __iter__(self) -> Iterator[ReceivedMessage]:
+        """Yield messages one by one until :meth:`close`; acknowledge each."""
+        while not self._closed.is_set():
+            yield from self.receive(timeout=1.0)
+
+    def process(
+        self, handler: Callable[[ReceivedMessage], Any], *, max_messages: int | None = None, timeout: float = 1.0
+    ) -> int:
+        """Receive one batch and run ``handler`` on each message (its lock renewed meanwhile).
+
+        A message whose handler returned is accepted, one whose handler raised is released
+        for another try (the exception is logged), both in one request at the end; a message
+        the handler acknowledged itself is left as it is. Returns how many were received.
+        The acknowledgements are deferred: the next ``receive`` or ``process`` carries them
+        (``flush`` or ``close`` sends them at once).
+        """
+        messages = self.receive(max_messages, timeout)
+        outcomes: list[ShareAck] = []
+        for message in messages:
+            try:
+                handler(message)
+            except Exception:
+                logger.exception("share-group handler failed on %s/%s@%s; releasing it",
+                                 message.topic, message.partition, message.offset)
+                outcome = "RELEASE"
+            else:
+                outcome = "ACCEPT"
+            if self.held.holds(message.receipt) and message.receipt not in self.pending:
+                outcomes.append((message.receipt, outcome, None))
+        self.pending.add(outcomes)
+        return len(messages)
+
+    # --- acknowledging -------------------------------------------------------------------
+
+    def ack(self, messages: Receipted | Iterable[Receipted]) -> list[AckResult]:
+        """ACCEPT: done, never delivered to the group again."""
+        return self._acknowledge([(r, "ACCEPT", None) for r in receipts_of(messages)])
+
+    def release(self, messages: Receipted | Iterable[Receipted], delay_ms: int = 0) -> list[AckResult]:
+        """RELEASE: deliverable again (after ``delay_ms``), to any consumer of the group."""
+        return self._acknowledge([(r, "RELEASE", delay_ms) for r in receipts_of(messages)])
+
+    def reject(self, messages: Receipted | Iterable[Receipted]) -> list[AckResult]:
+        """REJECT: straight to the group's dead-letter topic ``DLQ.{group}``."""
+        return self._acknowledge([(r, "REJECT", None) for r in receipts_of(messages)])
+
+    def acknowledge(
+        self, messages: Receipted | Iterable[Receipted], kind: str = "ACCEPT", delay_ms: int = 0
+    ) -> None:
+        """ACCEPT (or ``kind`` RELEASE / REJECT) with the next receive; the locks are renewed until then."""
+        if kind not in ("ACCEPT", "RELEASE", "REJECT"):
+            raise ValueError(f"kind must be ACCEPT, RELEASE or REJECT, not {kind!r}")
+        self.pending.add((r, kind, delay_ms if kind == "RELEASE" else None) for r in receipts_of(messages))
+
+    def flush(self) -> list[AckResult]:
+        """Send the deferred acknowledgements now; their results."""
+        acks = self.pending.take()
+        try:
+            return self._acknowledge(acks)
+        except Exception:
+            self.pending.restore(acks)
+            raise
+
+    def extend(self, messages: Receipted | Iterable[Receipted], lock_ms: int | None = None) -> list[AckResult]:
+        """Renew the locks to ``lock_ms`` (default: the consumer's) from now; the receipts stay valid."""
+        self._check_open()
+        receipts = receipts_of(messages)
+        if not receipts:
+            return []
+        asked_at = time.monotonic()
+        results = self._transport.call(_api.share_extend(self.group, receipts, lock_ms or self.lock_ms))
+        self.held.renewed(results, asked_at)
+        return results
+
+    def forget(self, messages: Receipted | Iterable[Receipted]) -> None:
+        """Stop renewing these locks (e.g. once handed to a transaction with ``send_acks_to_transaction``)."""
+        self.held.forget(receipts_of(messages))
+
+    def _acknowledge(self, acks: list[ShareAck]) -> list[AckResult]:
+        self._check_open()
+        if not acks:
+            return []
+        self.held.forget(receipt for receipt, _, _ in acks)
+        return self._transport.call(_api.share_acks(self.group, acks))
+
+    # --- the rest --------------------------------------------------------------------------
+
+    def describe(self) -> ShareGroupInfo:
+        """The group's messages per topic: available, locked, accepted, dead-lettered."""
+        return self._transport.call(_api.describe_share_group(self.group))
+
+    def _keep_locks(self) -> None:
+        while not self._closed.wait(self.held.check_interval()):
+            due = self.held.due(time.monotonic())
+            if not due:
+                continue
+            try:
+                self.extend(due)
+            except Exception:  # the locks may run out; the next round tries again
+                logger.warning("could not renew %d share-group locks", len(due), exc_info=True)
+
+    def _check_open(self) -> None:
+        if self._closed.is_set():
+            raise IllegalStateError("share consumer is closed")
+
+    def close(self) -> None:
+        """Send the deferred acknowledgements, release the messages still held (so others get them
+        now), stop renewing locks and close connections."""
+        if self._closed.is_set():
+            return
+        try:
+            if len(self.pending):
+                self.on_acknowledged(self.flush())
+        except Exception:  # their locks run out and the messages come back: nothing is lost
+            logger.warning("could not send %d deferred acknowledgements on close", len(self.pending), exc_info=True)
+        self._closed.set()
+        if self._keeper.is_alive():
+            self._keeper.join(5)
+        held = self.held.receipts()
+        if held:
+            try:
+                self._transport.call(_api.share_acks(self.group, [(r, "RELEASE", None) for r in held]))
+            except Exception:  # best effort: the locks run out by themselves
+                logger.warning("could not release %d held share-group messages on close", len(held), exc_info=True)
+        self._transport.close()
+
+    def __enter__(self) -> ShareConsumer:
+        return self
+
+    def __exit__(
+        self, exc_type: type[BaseException] | None, exc: BaseException | None, tb: TracebackType | None
+    ) -> None:
+        self.close()

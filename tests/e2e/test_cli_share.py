@@ -1,0 +1,39 @@
+"""``halfmq share describe`` against a real broker process."""
+
+from __future__ import annotations
+
+import json
+
+import pytest
+from typer.testing import CliRunner
+
+from app.cli import cli
+from sdk import Client, Producer, ShareConsumer
+from tests.e2e.sdk_fixtures import admin, broker, unique  # noqa: F401
+from tests.support.broker_process import BrokerProcess
+
+pytestmark = pytest.mark.e2e
+
+
+def test_share_describe(broker: BrokerProcess, admin: Client) -> None:
+    topic, group = unique("t"), unique("g")
+    admin.create_topic(topic, 2)
+    with Producer(broker.url) as producer:
+        for n in range(5):
+            producer.send(topic, n, partition=n % 2)
+    with ShareConsumer(broker.url, group, topic, auto_extend=False) as consumer:
+        first, second, *held = consumer.receive(max_messages=5)
+        consumer.ack(first)
+        consumer.reject(second)
+        runner = CliRunner()
+        as_json = runner.invoke(cli, ["share", "describe", group, "--url", broker.url, "--json"])
+        assert as_json.exit_code == 0, as_json.output
+        [summary] = json.loads(as_json.output)["topics"]
+        assert (summary["topic"], summary["available"], summary["locked"], summary["accepted"], summary["dlq"]) == (
+            topic, 0, 3, 1, 1,
+        )
+        table = runner.invoke(cli, ["share", "describe", group, "--url", broker.url])
+        assert table.exit_code == 0 and topic in table.output and "locked" in table.output
+        consumer.ack(held)
+    missing = runner.invoke(cli, ["share", "describe", unique("nobody"), "--url", broker.url])
+    assert missing.exit_code == 3 and "SHARE_GROUP_NOT_FOUND" in missing.output
