@@ -31,6 +31,9 @@ REQUEST_LATENCY = Histogram(
 )
 MESSAGES_IN = Counter("halfmq_messages_in_total", "Messages appended to user topics", ["topic"], registry=FRONT_REGISTRY)
 MESSAGES_OUT = Counter("halfmq_messages_out_total", "Messages returned by fetches", ["topic"], registry=FRONT_REGISTRY)
+FETCH_ANSWERS = Counter(
+    "halfmq_fetch_answers_total", "Fetch answers by body format (json, arrow)", ["format"], registry=FRONT_REGISTRY
+)
 
 
 def front_metrics() -> bytes:

@@ -24,6 +24,7 @@ from sdk.consumer import Consumer
 from sdk.errors import (
     ERRORS_BY_CODE,
     AlreadyResolvedError,
+    ArrowUnavailableError,
     BrokerUnavailableError,
     ConcurrentTransactionsError,
     HalfMessageNotFoundError,
@@ -73,6 +74,7 @@ __all__ = [
     "ERRORS_BY_CODE",
     "NO_RETRY",
     "AlreadyResolvedError",
+    "ArrowUnavailableError",
     "AsyncClient",
     "AsyncConsumer",
     "AsyncProducer",
