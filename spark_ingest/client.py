@@ -149,6 +149,10 @@ class BrokerClient:
             delay = min(delay * 2, 5.0)
         raise AssertionError("unreachable")  # the loop always returns or raises
 
+    def get(self, path: str, *, params: Mapping[str, Any], headers: Mapping[str, str]) -> httpx.Response:
+        """A GET with this client's retries and errors, its body left as it came (Arrow fetches)."""
+        return self._request("GET", path, params=params, headers=headers)
+
     def topic(self, name: str) -> TopicMetadata:
         """``GET /v1/topics/{name}``; raises :class:`TopicMissing` for an unknown topic."""
         body = self._request("GET", f"/v1/topics/{name}").json()
