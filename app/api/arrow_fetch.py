@@ -39,6 +39,7 @@ from array import array
 from collections.abc import Callable, Sequence
 from functools import cache
 from itertools import accumulate
+from operator import itemgetter
 from typing import Any, Literal
 
 import orjson
@@ -53,6 +54,10 @@ JSON = "application/json"
 NEXT_OFFSET_HEADER = "X-Halfmq-Next-Offset"
 HIGH_WATERMARK_HEADER = "X-Halfmq-High-Watermark"
 LAST_STABLE_OFFSET_HEADER = "X-Halfmq-Last-Stable-Offset"
+
+# What ends an IPC stream: the continuation marker and a message of length 0.
+END_OF_STREAM = b"\xff\xff\xff\xff\x00\x00\x00\x00"
+_value_of = itemgetter(5)  # StoredMessage.value
 
 # A record batch's string columns use 32-bit offsets (utf8, binary): at most 2 GiB of data
 # each. Pages are cut into batches of about this many value bytes, far below that.
@@ -165,25 +170,33 @@ def arrow_response(result: FetchResult) -> Response:
     return ArrowResponse(encode_page(result), headers=positions)
 
 
-def encode_page(result: FetchResult) -> memoryview:
-    """The IPC stream of one fetch answer: schema (with the page's positions), then its batches."""
+def encode_page(result: FetchResult) -> bytes:
+    """The IPC stream of one fetch answer: schema (with the page's positions), its batches, the end.
+
+    The stream's messages are serialised one by one and joined, which is what a stream
+    writer does, for a third of its per-call cost (a 100-message page is mostly that).
+    """
     pa = _pyarrow()
-    schema = _schema().with_metadata(
-        {
-            "halfmq.next_offset": str(result.next_offset),
-            "halfmq.high_watermark": str(result.state.high_watermark),
-            "halfmq.last_stable_offset": str(result.state.last_stable_offset),
-        }
-    )
-    sink = pa.BufferOutputStream()
-    with pa.ipc.new_stream(sink, schema) as writer:
-        for chunk in _chunks(result.messages):
-            writer.write_batch(_record_batch(pa, schema, chunk))
-    return memoryview(sink.getvalue())
+    schema = _schema()
+    positions = {
+        "halfmq.next_offset": str(result.next_offset),
+        "halfmq.high_watermark": str(result.state.high_watermark),
+        "halfmq.last_stable_offset": str(result.state.last_stable_offset),
+    }
+    parts = [schema.with_metadata(positions).serialize()]
+    # Batches are made against the schema without metadata: against a fresh schema object
+    # from_arrays took 200 µs instead of 70 µs for 100 messages.
+    parts.extend(_record_batch(pa, schema, chunk).serialize() for chunk in _chunks(result.messages))
+    parts.append(END_OF_STREAM)
+    return b"".join(parts)
 
 
 def _chunks(messages: Sequence[StoredMessage]) -> list[Sequence[StoredMessage]]:
     """The page cut where its values pass :data:`BATCH_VALUE_BYTES` (almost always one chunk)."""
+    if not messages:
+        return []
+    if sum(map(len, map(_value_of, messages))) <= BATCH_VALUE_BYTES:
+        return [messages]
     chunks: list[Sequence[StoredMessage]] = []
     start, size = 0, 0
     for index, message in enumerate(messages):
@@ -191,8 +204,7 @@ def _chunks(messages: Sequence[StoredMessage]) -> list[Sequence[StoredMessage]]:
         if size > BATCH_VALUE_BYTES and index > start:
             chunks.append(messages[start:index])
             start, size = index, len(message.value)
-    if start < len(messages):
-        chunks.append(messages[start:])
+    chunks.append(messages[start:])
     return chunks
 
 
@@ -266,19 +278,30 @@ def _value_columns(pa: Any, values: Sequence[bytes], kinds: Sequence[int]) -> tu
 
 
 def _headers(pa: Any, map_type: Any, headers: Sequence[str | None], count: int) -> Any:
+    if headers.count(None) == count:
+        return _no_headers(pa, map_type, count)
     names: list[bytes] = []
     texts: list[bytes] = []
     ends = array("i", [0])
-    if headers.count(None) == count:
-        ends *= count + 1
-    else:
-        for stored in headers:
-            if stored:
-                for name, text in orjson.loads(stored).items():
-                    names.append(name.encode())
-                    texts.append(text.encode())
-            ends.append(len(names))
+    for stored in headers:
+        if stored:
+            for name, text in orjson.loads(stored).items():
+                names.append(name.encode())
+                texts.append(text.encode())
+        ends.append(len(names))
     entry_ends = pa.Array.from_buffers(pa.int32(), count + 1, [None, pa.py_buffer(ends)])
     return pa.MapArray.from_arrays(
         entry_ends, _variable_width(pa, pa.utf8(), names), _variable_width(pa, pa.utf8(), texts), type=map_type
     )
+
+
+_empty_maps: list[Any] = []
+
+
+def _no_headers(pa: Any, map_type: Any, count: int) -> Any:
+    """``count`` empty maps: a slice of one kept array, grown to the largest page seen."""
+    if not _empty_maps or len(_empty_maps[0]) < count:
+        ends = pa.Array.from_buffers(pa.int32(), count + 1, [None, pa.py_buffer(bytes(4 * (count + 1)))])
+        empty = _variable_width(pa, pa.utf8(), [])
+        _empty_maps[:] = [pa.MapArray.from_arrays(ends, empty, empty, type=map_type)]
+    return _empty_maps[0].slice(0, count)
