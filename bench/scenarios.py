@@ -307,7 +307,8 @@ def run_database(
                 Row(
                     "storage", kind, raw.name, f"raw {raw.name}", "rows/s", round(raw.rows_per_second, 1),
                     messages_per_s=round(raw.rows_per_second, 1), loadgen="bench.db_ceiling (1 connection, in-process)",
-                    extra={"transactions_per_s": round(raw.transactions_per_second, 1)},
+                    extra={"transactions_per_s": round(raw.transactions_per_second, 1),
+                           "rows_per_cpu_s": round(raw.rows_per_cpu_second, 1)},
                 )
             )
             log(f"  {raw.name}: {raw.rows_per_second:,.0f} rows/s ({raw.transactions_per_second:,.1f} txn/s)")
