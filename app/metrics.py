@@ -39,6 +39,9 @@ AUTH_CHANGES = Counter(
     "halfmq_auth_changes_total", "Changes of principals, tokens and ACLs made through this process", ["change"],
     registry=FRONT_REGISTRY,
 )
+FETCH_ANSWERS = Counter(
+    "halfmq_fetch_answers_total", "Fetch answers by body format (json, arrow)", ["format"], registry=FRONT_REGISTRY
+)
 
 
 def front_metrics() -> bytes:

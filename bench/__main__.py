@@ -69,8 +69,8 @@ def main(argv: list[str] | None = None) -> int:
         help="py-spy record the broker during each halfmq scenario into DIR (slows it down)",
     )
     parser.add_argument("--only", default=None, metavar="KEYS",
-                        help="comma-separated scenario keys to run ("
-                        + "produce-1, produce-100, produce-1000, pairs, notxn, txn, txn-producer, fetch" + "); default all")
+                        help="comma-separated scenario keys to run (produce-1, produce-100, produce-1000, pairs, "
+                        "notxn, txn, txn-producer, fetch, fetch-arrow); default all")
     parser.add_argument("--no-checker", action="store_true", help="start the broker with HALFMQ_RUN_CHECKER=false")
     parser.add_argument("--output", type=Path, default=None, help="write the results as JSON (e.g. docs/benchmarks.json)")
     parser.add_argument("--broker-root", type=Path, default=None, metavar="DIR",

@@ -35,7 +35,12 @@ from app.api.models import (
 from app.api.txn_routes import TransactionBegin
 from bench.payloads import RAW_VALUE
 from half_store.domain.constants import TOPIC_NAME_PATTERN
-from half_store.domain.records import StoredMessage, now_ms
+from half_store.domain.records import FetchResult, PartitionState, StoredMessage, now_ms
+
+try:  # a broker from before the Arrow fetch (bench --broker-root) has no Arrow answer to copy
+    from app.api import arrow_fetch
+except ImportError:
+    arrow_fetch = None  # type: ignore[assignment]
 from half_store.settings import Settings
 
 _settings = Settings()
@@ -93,6 +98,7 @@ def create_app() -> FastAPI:
 
     @app.get("/v1/topics/{topic}/partitions/{partition}/messages")
     async def fetch(
+        request: Request,
         topic: TopicPath,
         partition: PartitionPath,
         offset: Annotated[int, Query(ge=0, le=2**63 - 1)] = 0,
@@ -106,6 +112,10 @@ def create_app() -> FastAPI:
             for i in range(max_messages)
         ]
         end = offset + max_messages
+        accept = request.headers.get("accept")
+        wants_arrow = arrow_fetch is not None and arrow_fetch.negotiate(accept, arrow_available=arrow_fetch.arrow_available)
+        if wants_arrow == "arrow":
+            return arrow_fetch.arrow_response(FetchResult(found, end, PartitionState(partition, 0, end, end)))
         return JsonResponse(
             {
                 "messages": [message_json(m) for m in found],

@@ -33,6 +33,11 @@ class RawResult:
     rows: int
     transactions: int
     seconds: float
+    cpu_seconds: float = 0.0  # this process's CPU meanwhile: on a busy machine, rows per CPU-second vary less
+
+    @property
+    def rows_per_cpu_second(self) -> float:
+        return self.rows / self.cpu_seconds if self.cpu_seconds else 0.0
 
     @property
     def rows_per_second(self) -> float:
@@ -75,6 +80,7 @@ def measure(database_url: str, duration: float) -> list[RawResult]:
 
         reads = rows = 0
         rng = random.Random(7)
+        cpu_began = time.process_time()
         began = time.monotonic()
         deadline = began + share
         while time.monotonic() < deadline:
@@ -84,7 +90,9 @@ def measure(database_url: str, duration: float) -> list[RawResult]:
                 found = _read(conn, topic, partition, start)
             rows += len(found)
             reads += 1
-        results.append(RawResult("read 100/query", rows, reads, time.monotonic() - began))
+        results.append(
+            RawResult("read 100/query", rows, reads, time.monotonic() - began, time.process_time() - cpu_began)
+        )
         return results
     finally:
         database.dispose()

@@ -22,7 +22,8 @@ from bench import db_ceiling, loadgen, payloads, plans, procs, profiling, wrk
 SQLITE = "sqlite"
 POSTGRESQL = "postgresql"
 PG_ADMIN_URL = os.environ.get("HALFMQ_BENCH_PG_ADMIN", "postgresql+psycopg://postgres@127.0.0.1:5432/postgres")
-PG_DATABASE = "halfmq_bench"
+# Two bench runs at once (several engineers on one machine) need a database each.
+PG_DATABASE = os.environ.get("HALFMQ_BENCH_PG_DATABASE", "halfmq_bench")
 
 
 @dataclass
@@ -57,11 +58,17 @@ class Spec:
     body: bytes = b""
     path: str = ""
     chain: str = ""
+    accept: str = ""  # wrk-fetch: the Accept header (none: JSON)
 
 
 TOPIC_PATH = f"/v1/topics/{payloads.TOPIC}/messages"
 ROUNDS = 2  # each scenario: ceiling, broker, ceiling, broker, duration/ROUNDS each
 FETCH_PAGE = 100
+ARROW_STREAM = "application/vnd.apache.arrow.stream"
+# Fetches need something to read: with ``--only fetch`` the topic is filled to this many
+# messages per partition first (the produce scenarios, when they run, write far more).
+FETCH_FILL_PER_PARTITION = 5_000
+PARTITION_ROUNDS = 20  # produce calls between two looks at the partitions' offsets
 
 SPECS = [
     Spec("produce-1", "produce 1 msg/request", "wrk-post", 64, "req/s", 1, payloads.produce_body(1), TOPIC_PATH),
@@ -72,6 +79,10 @@ SPECS = [
     Spec("txn", "mode-2 txn: 4 x 25 msgs + commit", "chain", 64, "txn/s", 100, chain="txn"),
     Spec("txn-producer", "mode-2 txn, Kafka style: 4 x 25 + commit", "chain", 64, "txn/s", 100, chain="txn-producer"),
     Spec("fetch", f"read_committed fetch {FETCH_PAGE}/req", "wrk-fetch", 16, "req/s", FETCH_PAGE),
+    Spec(
+        "fetch-arrow", f"read_committed fetch {FETCH_PAGE}/req, Arrow", "wrk-fetch", 16, "req/s", FETCH_PAGE,
+        accept=ARROW_STREAM,
+    ),
 ]
 CLIENT_CHECK = Spec("client-check", "produce 1 msg/request (client check)", "chain", 64, "req/s", 1, chain="single")
 
@@ -108,6 +119,29 @@ def fetchable_high(url: str) -> int:
     return min(int(p["last_stable_offset"]) for p in described["partitions"])
 
 
+def fill_for_fetch(url: str) -> int:
+    """Produce 100-message batches until every partition holds enough to fetch; the new fetchable high."""
+    high = fetchable_high(url)
+    body = payloads.produce_body(100)
+    while high < FETCH_FILL_PER_PARTITION:
+        request = urllib.request.Request(
+            f"{url}{TOPIC_PATH}", data=body, method="POST", headers={"Content-Type": "application/json"}
+        )
+        for _ in range(PARTITION_ROUNDS):
+            with urllib.request.urlopen(request, timeout=30) as answer:
+                answer.read()
+        high = fetchable_high(url)
+    return high
+
+
+def warm_fetch(url: str, accept: str) -> None:
+    request = urllib.request.Request(
+        f"{url}/v1/topics/{payloads.TOPIC}/partitions/0/messages?max_messages={FETCH_PAGE}", headers={"Accept": accept}
+    )
+    with urllib.request.urlopen(request, timeout=30) as answer:
+        answer.read()
+
+
 def measure(
     spec: Spec, server: procs.Server, duration: float, *, fetch_high: int = 0, profile_to: Path | None = None
 ) -> tuple[Any, procs.RssSampler, dict[str, Any]]:
@@ -119,7 +153,7 @@ def measure(
         elif spec.kind == "wrk-fetch":
             result = wrk.fetch(
                 server.url, payloads.TOPIC, payloads.PARTITIONS, fetch_high, FETCH_PAGE,
-                connections=spec.concurrency, duration=duration,
+                connections=spec.concurrency, duration=duration, accept=spec.accept,
             )
         else:
             result = loadgen.run(server.url, spec.chain, concurrency=spec.concurrency, duration=duration)
@@ -160,7 +194,9 @@ def to_row(section: str, db: str, spec: Spec, result: Any, sampler: Any, extra: 
 
 def loadgen_name(spec: Spec) -> str:
     if spec.kind.startswith("wrk"):
-        return f"wrk -t{wrk.WRK_THREADS} -c{spec.concurrency} + bench/lua/{'fetch' if spec.kind == 'wrk-fetch' else 'post'}.lua"
+        accept = f" (Accept: {spec.accept})" if spec.accept else ""
+        script = "fetch" if spec.kind == "wrk-fetch" else "post"
+        return f"wrk -t{wrk.WRK_THREADS} -c{spec.concurrency} + bench/lua/{script}.lua{accept}"
     return f"bench.loadgen: {loadgen.PROCESSES} procs x {spec.concurrency // loadgen.PROCESSES} raw keep-alive conns (uvloop)"
 
 
@@ -281,7 +317,8 @@ def run_database(
                 Row(
                     "storage", kind, raw.name, f"raw {raw.name}", "rows/s", round(raw.rows_per_second, 1),
                     messages_per_s=round(raw.rows_per_second, 1), loadgen="bench.db_ceiling (1 connection, in-process)",
-                    extra={"transactions_per_s": round(raw.transactions_per_second, 1)},
+                    extra={"transactions_per_s": round(raw.transactions_per_second, 1),
+                           "rows_per_cpu_s": round(raw.rows_per_cpu_second, 1)},
                 )
             )
             log(f"  {raw.name}: {raw.rows_per_second:,.0f} rows/s ({raw.transactions_per_second:,.1f} txn/s)")
@@ -295,7 +332,10 @@ def run_database(
             warm_up(broker)
             warm_up(ceiling)
             for spec in specs:
-                high = fetchable_high(broker.url) if spec.kind == "wrk-fetch" else 0
+                high = fill_for_fetch(broker.url) if spec.kind == "wrk-fetch" else 0
+                if spec.accept:  # the first answer in a format may import its library: not part of the figure
+                    for server in (ceiling, broker):
+                        warm_fetch(server.url, spec.accept)
                 # Alternate ceiling and broker in ROUNDS halves so drifting background load hits both alike.
                 on_ceiling, on_broker = [], []
                 for round_no in range(ROUNDS):

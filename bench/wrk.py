@@ -76,11 +76,14 @@ def post(
         Path(file.name).unlink(missing_ok=True)
 
 
-def fetch(url: str, topic: str, partitions: int, high: int, max_messages: int, *, connections: int, duration: float) -> WrkResult:
+def fetch(
+    url: str, topic: str, partitions: int, high: int, max_messages: int, *,
+    connections: int, duration: float, accept: str = "",
+) -> WrkResult:
     return run(
         url,
         "fetch.lua",
-        [topic, str(partitions), str(high), str(max_messages)],
+        [topic, str(partitions), str(high), str(max_messages), *([accept] if accept else [])],
         connections=connections,
         duration=duration,
     )

@@ -78,6 +78,8 @@ class Call(Generic[T]):
     ``extra_timeout`` is added to the read timeout, for long-polls.
     ``decode`` turns a successful answer's bytes into the JSON value ``parse`` reads
     (default: the standard ``json`` module); a reader of large pages may pass a faster one.
+    ``whole_answer`` hands ``parse`` the successful :class:`httpx.Response` itself, for an
+    answer that is not JSON (an Arrow stream) or whose headers matter.
     """
 
     method: str
@@ -89,6 +91,7 @@ class Call(Generic[T]):
     extra_timeout: float = 0.0
     headers: Mapping[str, str] = field(default_factory=dict)
     decode: Callable[[bytes], Any] | None = None
+    whole_answer: bool = False
 
 
 Outcome = httpx.Response | httpx.TransportError
@@ -116,6 +119,8 @@ def retry_delay(policy: RetryPolicy, call: Call[Any], attempt: int, outcome: Out
 
 def _result(call: Call[T], response: httpx.Response) -> T:
     """Parse a final answer: the call's value on 2xx, else raise the typed error."""
+    if call.whole_answer and response.is_success:
+        return call.parse(response)
     try:
         if not response.content:
             body = None

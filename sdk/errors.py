@@ -190,6 +190,12 @@ class ConcurrentTransactionsError(HalfmqError):
     code, status = "CONCURRENT_TRANSACTIONS", 409
 
 
+class ArrowUnavailableError(HalfmqError):
+    """ARROW_UNAVAILABLE (406): an Arrow-only fetch to a broker that runs without pyarrow."""
+
+    code, status = "ARROW_UNAVAILABLE", 406
+
+
 class MessageTooLargeError(HalfmqError):
     """MESSAGE_TOO_LARGE (413): a message or request exceeds the broker's limit."""
 
@@ -346,6 +352,7 @@ ERRORS_BY_CODE: dict[str, type[HalfmqError]] = {
         AlreadyResolvedError,
         InvalidTxnStateError,
         ConcurrentTransactionsError,
+        ArrowUnavailableError,
         MessageTooLargeError,
         UnsupportedMediaTypeError,
         OffsetOutOfRangeError,

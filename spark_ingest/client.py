@@ -18,6 +18,8 @@ from types import TracebackType
 from typing import Any, TypeVar
 from urllib.parse import quote
 
+import httpx
+
 from sdk._http import Call, RetryPolicy, Transport
 from sdk.errors import BrokerUnavailableError, HalfmqError
 
@@ -162,6 +164,10 @@ class BrokerClient:
         except HalfmqError as exc:
             raise _source_error(exc, request) from exc
 
+    def get(self, path: str, *, params: Mapping[str, Any], headers: Mapping[str, str]) -> httpx.Response:
+        """A GET with this client's retries and errors, its body left as it came (Arrow fetches)."""
+        return self._call(Call("GET", path, params=params, headers=headers, parse=_as_it_came, whole_answer=True))
+
     def topic(self, name: str) -> TopicMetadata:
         """``GET /v1/topics/{name}``; raises :class:`TopicMissing` for an unknown topic."""
         return self._call(Call("GET", f"/v1/topics/{_segment(name)}", parse=_topic_metadata))
@@ -196,6 +202,10 @@ class BrokerClient:
             ]
         }
         self._call(Call("POST", f"/v1/groups/{_segment(group)}/offsets", json=payload, parse=_ignore))
+
+
+def _as_it_came(response: httpx.Response) -> httpx.Response:
+    return response
 
 
 def _topic_metadata(body: Any) -> TopicMetadata:

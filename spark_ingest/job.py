@@ -167,17 +167,27 @@ def preflight(config: JobConfig) -> list[TopicMetadata]:
         return client.topics(list(config.topics))
 
 
+def launched_by_spark_submit() -> bool:
+    """Whether spark-submit started this driver, so its ``--master`` must be left alone.
+
+    spark-submit starts the driver's JVM first and hands its gateway port to Python. The
+    master it was given is a property of that JVM, which a ``SparkConf()`` made before the
+    context exists cannot see (that test used to miss it and run every submitted job in
+    local mode, never reaching the cluster).
+    """
+    return "PYSPARK_GATEWAY_PORT" in os.environ
+
+
 def build_session(config: JobConfig) -> SparkSession:
     """A Spark session: spark-submit's master if there is one, else ``--master`` or ``local[*]``."""
     # Spark's Python workers must run this interpreter (it has pyarrow, httpx and this package).
     os.environ.setdefault("PYSPARK_PYTHON", sys.executable)
-    from pyspark import SparkConf
     from pyspark.sql import SparkSession
 
     builder = SparkSession.builder.appName(f"halfmq-ingest[{','.join(config.topics)}]")
     if config.master:
         builder = builder.master(config.master)
-    elif not SparkConf().contains("spark.master"):
+    elif not launched_by_spark_submit():
         builder = builder.master("local[*]")
     # Our progress display replaces Spark's console progress bar, which would garble it.
     builder = builder.config("spark.ui.showConsoleProgress", "false")

@@ -1,10 +1,11 @@
 """Reading one offset range of one partition as Arrow batches: the code that runs in Spark tasks.
 
-``read_committed`` pages have offset gaps (aborted transactions, control markers),
-so the loop always continues from the page's ``next_offset`` and the range is done
-when ``next_offset >= end``. A page may also run past ``end`` (``max_messages``
-counts messages, not offsets), so messages at or past ``end`` are dropped: the
-next range, or the next micro-batch, owns them.
+Pages come from the broker's Arrow answer (:mod:`spark_ingest.arrow_fetch`), already in
+the source's row shape. ``read_committed`` pages have offset gaps (aborted transactions,
+control markers), so the loop always continues from the page's ``next_offset`` and the
+range is done when ``next_offset >= end``. A page may also run past ``end``
+(``max_messages`` counts messages, not offsets), so messages at or past ``end`` are
+dropped: the next range, or the next micro-batch, owns them.
 """
 
 from __future__ import annotations
@@ -16,16 +17,16 @@ from collections.abc import Generator, Iterator
 from contextlib import closing
 
 import pyarrow as pa
+import pyarrow.compute as pc
 
+from spark_ingest.arrow_fetch import RowsPage, fetch_rows
 from spark_ingest.client import (
     BrokerRequestFailed,
-    FetchedPage,
     HalfmqSourceError,
     OffsetOutOfRange,
 )
 from spark_ingest.offsets import OffsetRange
 from spark_ingest.options import SourceOptions
-from spark_ingest.rows import to_record_batch
 
 # A planned range ends at or below the last stable offset, so the broker always has
 # something to say about it; a page that does not advance means the log changed under
@@ -36,25 +37,26 @@ _STALL_SLEEP_SECONDS = 0.25
 
 def read_range(options: SourceOptions, offset_range: OffsetRange) -> Iterator[pa.RecordBatch]:
     """Yield the committed messages of ``offset_range`` as Arrow batches, in offset order."""
+    end = offset_range.end
     for page in _pages(options, offset_range):
-        messages = page.messages
-        if messages and messages[-1]["offset"] >= offset_range.end:
-            messages = [m for m in messages if m["offset"] < offset_range.end]
-        if messages:
-            yield to_record_batch(offset_range.topic, offset_range.partition, messages)
+        for batch in page.batches:
+            if batch.column("offset")[-1].as_py() >= end:
+                batch = batch.filter(pc.less(batch.column("offset"), end))
+            if batch.num_rows:
+                yield batch
 
 
-def _pages(options: SourceOptions, offset_range: OffsetRange) -> Iterator[FetchedPage]:
+def _pages(options: SourceOptions, offset_range: OffsetRange) -> Iterator[RowsPage]:
     """Pages of the range, fetched one ahead on a thread.
 
-    The HTTP round trip (broker work) and the Arrow conversion (our work) then
-    overlap instead of alternating; the queue holds one page, so memory stays at
-    two pages per task.
+    The HTTP round trip and the page's conversion to the row shape happen there,
+    while Spark takes the previous page's rows; the queue holds one page, so memory
+    stays at two pages per task.
     """
-    pages: queue.Queue[FetchedPage | BaseException | None] = queue.Queue(maxsize=1)
+    pages: queue.Queue[RowsPage | BaseException | None] = queue.Queue(maxsize=1)
     stop = threading.Event()
 
-    def offer(item: FetchedPage | BaseException | None) -> bool:
+    def offer(item: RowsPage | BaseException | None) -> bool:
         while not stop.is_set():
             try:
                 pages.put(item, timeout=0.5)
@@ -91,13 +93,17 @@ def _pages(options: SourceOptions, offset_range: OffsetRange) -> Iterator[Fetche
         stop.set()
 
 
-def _fetch_pages(options: SourceOptions, offset_range: OffsetRange) -> Generator[FetchedPage, None, None]:
+def _fetch_pages(options: SourceOptions, offset_range: OffsetRange) -> Generator[RowsPage, None, None]:
     with options.client() as client:
         offset, stalls, page_size = offset_range.start, 0, options.fetch_max_messages
         while offset < offset_range.end:
             try:
-                page = client.fetch(
-                    offset_range.topic, offset_range.partition, offset, min(page_size, offset_range.end - offset)
+                page = fetch_rows(
+                    client,
+                    offset_range.topic,
+                    offset_range.partition,
+                    offset,
+                    min(page_size, offset_range.end - offset),
                 )
             except OffsetOutOfRange as exc:
                 raise HalfmqSourceError(

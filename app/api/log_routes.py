@@ -7,6 +7,7 @@ from typing import Annotated, Any
 from fastapi import APIRouter, Path, Query, Request
 from starlette.responses import Response
 
+from app.api.arrow_fetch import ARROW_STREAM, arrow_available, arrow_response, negotiate
 from app.api.encoding import JsonResponse, MessageLimits, message_json, to_record
 from app.api.models import (
     NO_NUL,
@@ -46,7 +47,7 @@ from app.api.rights import (
     transaction,
 )
 from app.handle import BrokerHandle
-from app.metrics import MESSAGES_IN, MESSAGES_OUT
+from app.metrics import FETCH_ANSWERS, MESSAGES_IN, MESSAGES_OUT
 from half_store.domain.constants import MAX_INT32, TOPIC_NAME_PATTERN
 from half_store.domain.errors import InvalidRequest, ValidationFailed
 from half_store.domain.group_records import MemberRef
@@ -146,7 +147,23 @@ async def produce_to_partition(
     return JsonResponse(answer)
 
 
-@router.get("/topics/{topic}/partitions/{partition}/messages", response_model=FetchResponse, tags=["fetch"])
+ARROW_ANSWER: dict[int | str, dict[str, Any]] = {
+    200: {
+        "content": {ARROW_STREAM: {}},
+        "description": "JSON, or with `Accept: application/vnd.apache.arrow.stream` an Arrow IPC stream of the "
+        "messages (columns topic, partition, offset, timestamp, key, value, value_base64, headers; see docs/arrow.md) "
+        "with the page's positions in X-Halfmq-Next-Offset, X-Halfmq-High-Watermark and X-Halfmq-Last-Stable-Offset",
+    },
+    406: {"model": ErrorResponse, "description": "Arrow only was acceptable and this broker runs without pyarrow"},
+}
+
+
+@router.get(
+    "/topics/{topic}/partitions/{partition}/messages",
+    response_model=FetchResponse,
+    tags=["fetch"],
+    responses=ARROW_ANSWER,
+)
 @rights(require(TOPIC, READ, path("topic")))
 async def fetch(
     topic: TopicPath,
@@ -165,11 +182,16 @@ async def fetch(
         raise InvalidRequest(f"max_messages is limited to {settings.max_fetch_messages}")
     if max_wait_ms > settings.max_fetch_wait_ms:
         raise InvalidRequest(f"max_wait_ms is limited to {settings.max_fetch_wait_ms}")
+    # Decided before the read, so an Arrow-only client of a broker without pyarrow costs no query.
+    answer_format = negotiate(request.headers.get("accept"), arrow_available=arrow_available)
     result = await broker.log.fetch(
         topic, partition, offset, max_messages, max_wait_ms, isolation, client_gone=request.is_disconnected
     )
     if result.messages:
         MESSAGES_OUT.labels(topic).inc(len(result.messages))
+    FETCH_ANSWERS.labels(answer_format).inc()
+    if answer_format == "arrow":
+        return arrow_response(result)
     answer: FetchResponse = {
         "messages": [message_json(m) for m in result.messages],
         "next_offset": result.next_offset,

@@ -15,6 +15,7 @@ from typing import Any
 
 import pytest
 
+from tests.spark.cluster import StandaloneCluster
 from tests.spark.helpers import BrokerApi
 from tests.support.broker_process import BrokerProcess
 
@@ -59,3 +60,13 @@ def api(broker: BrokerProcess) -> Iterator[BrokerApi]:
     client = BrokerApi(broker.url)
     yield client
     client.http.close()
+
+
+@pytest.fixture(scope="session")
+def spark_cluster(tmp_path_factory: pytest.TempPathFactory) -> Iterator[StandaloneCluster]:
+    """A standalone Spark master and worker on 127.0.0.1, one for the whole run."""
+    cluster = StandaloneCluster(tmp_path_factory.mktemp("spark-cluster"))
+    try:
+        yield cluster.start()
+    finally:
+        cluster.stop()

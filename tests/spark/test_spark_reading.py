@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import os
 import threading
 from collections.abc import Iterator
 from pathlib import Path
@@ -64,3 +65,25 @@ def test_reading_rides_out_a_broker_restart(small_pages: tuple[BrokerProcess, Br
     offsets += [offset for batch in batches for offset in batch.column("offset").to_pylist()]
     restart.join()
     assert offsets == list(range(40))
+
+
+def test_a_broker_without_pyarrow_is_read_through_its_json_answer(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    shadow = tmp_path / "without-pyarrow"
+    shadow.mkdir()
+    (shadow / "pyarrow.py").write_text("raise ImportError('pyarrow is not installed here')\n")
+    monkeypatch.setenv("PYTHONPATH", f"{shadow}{os.pathsep}{os.environ.get('PYTHONPATH', '')}")
+    with BrokerProcess(f"sqlite:///{tmp_path}/broker.db", max_fetch_messages=7) as broker:
+        api = BrokerApi(broker.url)
+        topic = api.create_topic("json-only")
+        values = api.produce_values(topic, 12)
+        arrow_only = api.http.get(
+            f"/v1/topics/{topic}/partitions/0/messages", headers={"Accept": "application/vnd.apache.arrow.stream"}
+        )
+        assert (arrow_only.status_code, arrow_only.json()["error"]["code"]) == (406, "ARROW_UNAVAILABLE")
+
+        options = SourceOptions.parse({"url": api.url, "topic": topic})
+        rows = [row for batch in read_range(options, OffsetRange(topic, 0, 2, 12)) for row in batch.to_pylist()]
+        assert [(r["offset"], r["value"]) for r in rows] == list(enumerate(values))[2:]
+        api.http.close()

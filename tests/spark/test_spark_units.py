@@ -5,8 +5,14 @@ from __future__ import annotations
 import base64
 import itertools
 
+import orjson
+import pyarrow as pa
+import pyarrow.ipc
 import pytest
 
+from half_store.domain.constants import VALUE_BINARY, VALUE_JSON
+from half_store.domain.records import FetchResult, StoredMessage
+from half_store.domain.records import PartitionState as StoredPartitionState
 from spark_ingest.client import PartitionState, TopicMetadata
 from spark_ingest.job import concise_error, parse_args
 from spark_ingest.offsets import (
@@ -24,7 +30,7 @@ from spark_ingest.offsets import (
 )
 from spark_ingest.options import SourceOptions
 from spark_ingest.progress import IngestStats
-from spark_ingest.rows import ARROW_SCHEMA, to_record_batch, value_text
+from spark_ingest.rows import ARROW_SCHEMA, from_arrow_fetch, to_record_batch, value_text
 
 META = [
     TopicMetadata("a", (PartitionState(0, 0, 10, 8), PartitionState(1, 5, 20, 20))),
@@ -128,6 +134,35 @@ def test_record_batch_matches_the_declared_schema() -> None:
     assert [r["offset"] for r in rows] == [7, 9]
     assert rows[0]["headers"] == [("h", "v")] and rows[1]["headers"] == []
     assert rows[0]["timestamp"].timestamp() == pytest.approx(1_700_000_000.123)
+
+
+def test_arrow_answer_and_json_answer_give_the_same_rows() -> None:
+    # The broker's two encodings of the same stored messages, through the source's two conversions.
+    from app.api.arrow_fetch import encode_page
+    from app.api.encoding import message_json
+
+    stored = [
+        ("k", b'"plain"', VALUE_JSON, '{"h":"v","n":"1"}'),
+        (None, b'"quote \\" back\\\\ new\\n line \xc3\xa9"', VALUE_JSON, None),  # a string with escapes
+        ("", b'{"a":[1,"\xc3\xa9",null]}', VALUE_JSON, None),
+        (None, b"42", VALUE_JSON, None),
+        (None, b"null", VALUE_JSON, None),
+        (None, b'""', VALUE_JSON, None),
+        ("b", "h\u00e9llo \u2713".encode(), VALUE_BINARY, None),
+        ("c", b"\xff\x00ok", VALUE_BINARY, None),
+        ("d", b"", VALUE_BINARY, '{"e":""}'),
+    ]
+    messages = [StoredMessage("t", 3, 10 + i, 1_700_000_000_000 + i, *row) for i, row in enumerate(stored)]
+    page = FetchResult(messages, 40, StoredPartitionState(3, 0, 40, 40))
+    with pa.ipc.open_stream(bytes(encode_page(page))) as reader:
+        from_arrow = pa.Table.from_batches([from_arrow_fetch(batch) for batch in reader])
+    as_json = [orjson.loads(orjson.dumps(message_json(m))) for m in messages]
+    from_json = pa.Table.from_batches([to_record_batch("t", 3, as_json)])
+    assert from_arrow.schema.equals(ARROW_SCHEMA)
+    assert from_arrow.to_pylist() == from_json.to_pylist()
+    assert from_arrow["value"].to_pylist() == [
+        "plain", 'quote " back\\ new\n line é', '{"a":[1,"é",null]}', "42", "null", "", "héllo ✓", "\ufffd\x00ok", ""
+    ]
 
 
 def test_source_options() -> None:
