@@ -12,7 +12,7 @@ import httpx
 import pytest
 from fastapi.testclient import TestClient
 
-from app.api.half_routes import HalfDescription
+from app.api.half_routes import HalfDetail
 from app.broker import Broker
 from app.main import create_app
 from checker.back_check import BackChecker, RoundReport
@@ -148,7 +148,7 @@ def test_the_description_says_where_the_message_went_and_who_resolved_it(client:
     by_producer = prepare(client, "p", key="c-1")["message_id"]
     by_checker, rolled_back = prepare(client, "c", key="c-1")["message_id"], prepare(client, "r")["message_id"]
     pending = client.get(f"/v1/half-messages/{by_producer}").json()
-    assert set(pending) == set(HalfDescription.__annotations__)  # the body is what the OpenAPI schema declares
+    assert set(pending) == set(HalfDetail.__annotations__)  # the body is what the OpenAPI schema declares
     assert (pending["offset"], pending["resolved_by"], pending["resolved_at"]) == (None, None, None)
 
     committed = client.post(f"/v1/half-messages/{by_producer}/commit").json()
