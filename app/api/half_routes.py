@@ -10,7 +10,7 @@ from starlette.responses import Response
 
 from app.api.encoding import JsonResponse, to_record
 from app.api.log_routes import ERRORS, broker_of, limits_of
-from app.api.models import NO_NUL, GroupName, Identifier, MessageIn, TopicName
+from app.api.models import NO_NUL, GroupName, Identifier, MessageFields, TopicName
 from half_store.domain.errors import InvalidRequest
 from half_store.domain.half_records import HalfMessage, Listener
 from half_store.domain.half_state import HalfState
@@ -21,7 +21,8 @@ MessageIdPath = Annotated[str, Path(min_length=1, max_length=64, pattern=NO_NUL)
 GroupPath = Annotated[str, Path(min_length=1, max_length=255, pattern=NO_NUL)]
 
 
-class HalfMessageIn(MessageIn):
+class HalfMessageIn(MessageFields):
+    # No timestamp of the producer's: the born time decides when the checker may ask.
     topic: TopicName
     producer_group: GroupName
     transaction_id: Identifier | None = None
