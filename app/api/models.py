@@ -52,7 +52,7 @@ class MessageIn(MessageFields):
 
     timestamp: Timestamp | None = Field(
         None,
-        description="ms since the epoch; kept as given (a replicator keeps the source's). Default: the time of the append",
+        description="ms since the epoch, kept as given (a replicator keeps the source's); default: the append's time",
     )
 
 

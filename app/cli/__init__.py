@@ -10,11 +10,12 @@ from __future__ import annotations
 
 import typer
 
-from app.cli import server
+from app.cli import replicate, server
 
 cli = typer.Typer(help="halfmq: a transactional message broker.", no_args_is_help=True)
 cli.command()(server.serve)
 cli.add_typer(server.db_cli, name="db")
+cli.command()(replicate.replicate)
 cli.command(context_settings={"allow_extra_args": True, "ignore_unknown_options": True, "help_option_names": []})(
     server.bench
 )

@@ -56,7 +56,9 @@ def test_a_transactional_produce_keeps_timestamps_too(client: TestClient) -> Non
 @pytest.mark.parametrize("timestamp", [-1, 253_402_300_800_000, "soon", 1.5])
 def test_a_bad_timestamp_is_refused_and_nothing_is_written(client: TestClient, timestamp: object) -> None:
     create_topic(client, "badstamp")
-    response = client.post("/v1/topics/badstamp/messages", json={"messages": [{"value": 1}, {"value": 2, "timestamp": timestamp}]})
+    response = client.post(
+        "/v1/topics/badstamp/messages", json={"messages": [{"value": 1}, {"value": 2, "timestamp": timestamp}]}
+    )
     assert response.status_code == 422
     assert error_code(response) == "VALIDATION_ERROR"
     assert read_all(client, "badstamp") == []
