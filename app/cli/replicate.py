@@ -21,7 +21,7 @@ from typing import Annotated, NoReturn
 import typer
 from rich.live import Live
 
-from app.cli.remote import EXIT_CONFLICT, EXIT_REFUSED, exit_code_for, fail
+from app.cli.remote import EXIT_CONFLICT, EXIT_NOT_FOUND, EXIT_REFUSED, exit_code_for, fail
 from app.replication import (
     ClusterError,
     ProducerFenced,
@@ -30,6 +30,7 @@ from app.replication import (
     Replicator,
     ReplicatorConfig,
     TopicMismatch,
+    TopicMissing,
 )
 from app.replication.snapshots import CorruptProgress
 from app.replication.status import serve_metrics, status_lines, status_table
@@ -128,10 +129,13 @@ def replicate(
 
 
 def _stop_on(error: Exception) -> NoReturn:
+    log.error("replicator stops: %s", error)  # one line for log collectors; fail() words it for a terminal
     if isinstance(error, ClusterError):
         fail(str(error), exit_code_for(error.cause))
     if isinstance(error, (TopicMismatch, ProducerFenced)):
         fail(str(error), EXIT_CONFLICT)
+    if isinstance(error, TopicMissing):
+        fail(str(error), EXIT_NOT_FOUND)
     fail(str(error), EXIT_REFUSED)
 
 

@@ -7,7 +7,14 @@ and its output commit together. It imports the SDK, never the broker's code.
 ``docs/replication.md`` describes the algorithm and its guarantees.
 """
 
-from app.replication.errors import ClusterError, ProducerFenced, ReplicationError, SameCluster, TopicMismatch
+from app.replication.errors import (
+    ClusterError,
+    ProducerFenced,
+    ReplicationError,
+    SameCluster,
+    TopicMismatch,
+    TopicMissing,
+)
 from app.replication.replicator import Replicator, ReplicatorConfig
 from app.replication.state import ReplicationState
 
@@ -20,4 +27,5 @@ __all__ = [
     "ReplicatorConfig",
     "SameCluster",
     "TopicMismatch",
+    "TopicMissing",
 ]

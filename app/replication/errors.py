@@ -35,6 +35,10 @@ class ClusterError(ReplicationError):
         return self.cause.status
 
 
+class TopicMissing(ReplicationError):
+    """A topic to replicate does not exist on the source."""
+
+
 class TopicMismatch(ReplicationError):
     """A topic has another partition count on the target than on the source."""
 

@@ -25,6 +25,7 @@ from app.replication.errors import (
     ProducerFenced,
     ReplicationError,
     SameCluster,
+    TopicMissing,
     is_refused_access,
     is_transient,
 )
@@ -151,7 +152,7 @@ class Replicator:
         """Check (or create) the topic on the target; its partition count."""
         source = self.source.describe_topic(topic)
         if source is None:
-            raise ReplicationError(f"topic '{topic}' does not exist on the source ({self.source.url})")
+            raise TopicMissing(f"topic '{topic}' does not exist on the source ({self.source.url})")
         target = self.target.describe_topic(topic)
         if target is None:
             if self.target.create_topic(topic, source.partition_count):
