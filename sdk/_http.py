@@ -76,6 +76,9 @@ class Call(Generic[T]):
     reached the broker (reads, sequence-numbered produces, commits). Calls that are
     not are still retried when the connection was never established.
     ``extra_timeout`` is added to the read timeout, for long-polls.
+    ``content`` is a body already encoded as JSON (sent instead of ``json``), and
+    ``decode`` reads the answer's bytes (instead of ``json.loads``): callers that move
+    many messages use a faster codec for both.
     """
 
     method: str
@@ -86,6 +89,14 @@ class Call(Generic[T]):
     idempotent: bool = True
     extra_timeout: float = 0.0
     headers: Mapping[str, str] = field(default_factory=dict)
+    content: bytes | None = None
+    decode: Callable[[bytes], Any] | None = None
+
+    def request_arguments(self) -> dict[str, Any]:
+        """The body and headers of the request, as httpx takes them."""
+        if self.content is None:
+            return {"json": self.json, "headers": self.headers}
+        return {"content": self.content, "headers": {"content-type": "application/json", **self.headers}}
 
 
 Outcome = httpx.Response | httpx.TransportError
@@ -114,7 +125,7 @@ def retry_delay(policy: RetryPolicy, call: Call[Any], attempt: int, outcome: Out
 def _result(call: Call[T], response: httpx.Response) -> T:
     """Parse a final answer: the call's value on 2xx, else raise the typed error."""
     try:
-        body = response.json() if response.content else None
+        body = (call.decode or json.loads)(response.content) if response.content else None
     except (json.JSONDecodeError, UnicodeDecodeError):
         body = None
         if response.is_success:
@@ -175,7 +186,7 @@ class Transport:
             attempt += 1
             try:
                 outcome: Outcome = self._client.request(
-                    call.method, call.path, json=call.json, params=call.params, headers=call.headers,
+                    call.method, call.path, params=call.params, **call.request_arguments(),
                     timeout=_timeout(self._timeout, call, self._pool_timeout),
                 )
             except httpx.TransportError as exc:
@@ -222,7 +233,7 @@ class AsyncTransport:
             attempt += 1
             try:
                 outcome: Outcome = await self._client.request(
-                    call.method, call.path, json=call.json, params=call.params, headers=call.headers,
+                    call.method, call.path, params=call.params, **call.request_arguments(),
                     timeout=_timeout(self._timeout, call, self._pool_timeout),
                 )
             except httpx.TransportError as exc:

@@ -13,6 +13,8 @@ from dataclasses import dataclass
 from typing import Any, TypeVar
 from urllib.parse import quote
 
+import orjson
+
 from app.replication.errors import ClusterError
 from sdk._http import Call, RetryPolicy, Transport
 from sdk.errors import HalfmqError, TopicExistsError, TopicNotFoundError
@@ -124,6 +126,7 @@ class Cluster:
                 "isolation": "read_committed",
             },
             extra_timeout=max_wait_ms / 1000.0,
+            decode=orjson.loads,
             parse=page,
         )
         return self._call(call, f"read {topic}/{partition} from offset {offset}", f"topic:read on '{topic}'")
@@ -162,14 +165,14 @@ class Cluster:
         self,
         topic: str,
         partition: int,
-        messages: Sequence[Mapping[str, Any]],
+        messages: Sequence[bytes],
         producer: ProducerIdentity,
         base_sequence: int,
         txn_id: str | None,
     ) -> ProduceResult:
-        """A sequence-numbered batch into the transaction ``txn_id``, or into one it begins when ``None``."""
+        """A sequence-numbered batch of messages encoded as JSON into the transaction ``txn_id``, or into one it
+        begins when ``None``."""
         body: dict[str, Any] = {
-            "messages": list(messages),
             "producer_id": producer.producer_id,
             "producer_epoch": producer.producer_epoch,
             "base_sequence": base_sequence,
@@ -178,10 +181,13 @@ class Cluster:
             body["transactional"] = True
         else:
             body["txn_id"] = txn_id
+        # The copies are spliced in as they were encoded: the body is built once, by orjson.
+        content = b'{"messages":[' + b",".join(messages) + b"]," + orjson.dumps(body)[1:]
         call = Call(
             "POST",
             f"/v1/topics/{_seg(topic)}/partitions/{partition}/messages",
-            json=body,
+            content=content,
+            decode=orjson.loads,
             parse=lambda answer: ProduceResult.from_json(answer, partition),
         )
         return self._call(call, f"write copies to {topic}/{partition}", f"topic:write on '{topic}'")

@@ -48,29 +48,24 @@ def copy_of(message: Mapping[str, Any], source_cluster: str, target_cluster: str
     return copy
 
 
-def _size(copy: Mapping[str, Any]) -> int:
-    value = copy.get("value_base64")
-    if value is None:
-        value = copy.get("value")
-    body = value if isinstance(value, str) else orjson.dumps(value)
-    return len(body) + len(orjson.dumps(copy["headers"])) + len(copy.get("key") or "") + 64
+def encoded_copies(messages: Sequence[Mapping[str, Any]], source_cluster: str, target_cluster: str) -> list[bytes]:
+    """The JSON of each message's copy (:func:`copy_of`), leaving out the ones the target must not get."""
+    copies = (copy_of(message, source_cluster, target_cluster) for message in messages)
+    return [orjson.dumps(copy) for copy in copies if copy is not None]
 
 
 def requests_of(
-    copies: Sequence[dict[str, Any]], max_messages: int, max_bytes: int = MAX_REQUEST_BYTES
-) -> Iterator[list[dict[str, Any]]]:
-    """Consecutive runs of ``copies``, each small enough for one produce request (at least one copy each)."""
-    run: list[dict[str, Any]] = []
-    size = 0
-    for copy in copies:
-        weight = _size(copy)
-        if run and (len(run) >= max_messages or size + weight > max_bytes):
-            yield run
-            run, size = [], 0
-        run.append(copy)
-        size += weight
-    if run:
-        yield run
+    copies: Sequence[bytes], max_messages: int, max_bytes: int = MAX_REQUEST_BYTES
+) -> Iterator[Sequence[bytes]]:
+    """Consecutive runs of encoded ``copies``, each small enough for one produce request (at least one copy each)."""
+    start, size = 0, 0
+    for index, copy in enumerate(copies):
+        if index > start and (index - start >= max_messages or size + len(copy) > max_bytes):
+            yield copies[start:index]
+            start, size = index, 0
+        size += len(copy) + 1
+    if start < len(copies):
+        yield copies[start:]
 
 
 def _named(prefix: str, suffix: str) -> str:

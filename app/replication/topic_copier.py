@@ -15,14 +15,15 @@ from __future__ import annotations
 
 import logging
 import threading
-from concurrent.futures import FIRST_COMPLETED, Future, ThreadPoolExecutor, wait
+from collections.abc import Sequence
+from concurrent.futures import Future, ThreadPoolExecutor, wait
 from dataclasses import dataclass
 
 from app.replication.cluster import Cluster, OffsetWithMetadata, Page
 from app.replication.copying import (
     SKIPPED_LOOP,
     SKIPPED_RETENTION,
-    copy_of,
+    encoded_copies,
     progress_group,
     requests_of,
     transactional_id,
@@ -36,6 +37,10 @@ log = logging.getLogger("halfmq.replication")
 
 TRANSACTION_TIMEOUT_MS = 60_000
 FETCH_WAIT_MS = 500
+READ_AHEAD_PAGES = 4
+"""Pages read ahead per partition while a write goes on; at most this many go into one transaction."""
+MAX_PRODUCE_MESSAGES = 10_000
+"""Copies per produce request at most: the broker's default HALFMQ_MAX_BATCH_MESSAGES."""
 
 
 @dataclass(frozen=True)
@@ -54,18 +59,28 @@ class FetchOutOfRange(Exception):
 
 
 class Fetcher:
-    """One read_committed fetch in flight per partition.
+    """Reads each partition ahead of the writes, up to ``depth`` pages.
 
-    When a page arrives the next fetch starts at once from its end, so reading the next
-    batch from the source overlaps writing this one to the target.
+    Each arriving page starts the partition's next fetch at once, from the page's end, so
+    reading the source goes on while the copier writes to the target. Pages that pile up
+    meanwhile are handed out together, as one page per partition, and go to the target
+    in one transaction. :meth:`close` ends the reading.
     """
 
-    def __init__(self, source: Cluster, topic: str, pool: ThreadPoolExecutor, batch_messages: int) -> None:
+    def __init__(
+        self, source: Cluster, topic: str, pool: ThreadPoolExecutor, batch_messages: int, depth: int = READ_AHEAD_PAGES
+    ) -> None:
         self.source = source
         self.topic = topic
         self.pool = pool
         self.batch_messages = batch_messages
-        self._in_flight: dict[Future[Page], tuple[int, int]] = {}
+        self.depth = depth
+        self._arrivals = threading.Condition()
+        self._read_ahead: dict[int, list[Page]] = {}
+        self._idle: dict[int, Page] = {}  # partitions whose last fetch found nothing new
+        self._full: dict[int, int] = {}  # partitions ``depth`` pages ahead: where they go on
+        self._failure: BaseException | None = None
+        self._closed = False
 
     def start(self, partition: int, offset: int) -> None:
         future = self.pool.submit(
@@ -76,23 +91,65 @@ class Fetcher:
             max_messages=self.batch_messages,
             max_wait_ms=FETCH_WAIT_MS,
         )
-        self._in_flight[future] = (partition, offset)
+        future.add_done_callback(lambda done: self._arrived(partition, offset, done))
+
+    def _arrived(self, partition: int, offset: int, future: Future[Page]) -> None:
+        follow_from: int | None = None
+        with self._arrivals:
+            if self._closed or future.cancelled():
+                return
+            error = future.exception()
+            if error is not None:
+                if isinstance(error, ClusterError) and error.code == "OFFSET_OUT_OF_RANGE":
+                    error = FetchOutOfRange(partition, offset)
+                self._failure = self._failure or error
+            else:
+                page = future.result()
+                if page.next_offset == page.offset:
+                    self._idle[partition] = page
+                    follow_from = offset  # long-poll again
+                else:
+                    pages = self._read_ahead.setdefault(partition, [])
+                    pages.append(page)
+                    if len(pages) < self.depth:
+                        follow_from = page.next_offset
+                    else:
+                        self._full[partition] = page.next_offset
+            self._arrivals.notify_all()
+        if follow_from is not None:
+            self.start(partition, follow_from)
 
     def ready(self, timeout: float) -> list[Page]:
-        """The pages that arrived within ``timeout`` (at most one per partition)."""
-        done, _ = wait(list(self._in_flight), timeout=timeout, return_when=FIRST_COMPLETED)
-        pages = []
-        for future in done:
-            partition, offset = self._in_flight.pop(future)
-            try:
-                page = future.result()
-            except ClusterError as error:
-                if error.code == "OFFSET_OUT_OF_RANGE":
-                    raise FetchOutOfRange(partition, offset) from error
-                raise
-            pages.append(page)
-            self.start(partition, page.next_offset)
-        return sorted(pages, key=lambda page: page.partition)
+        """One page per partition (those read ahead, merged), waiting up to ``timeout`` for anything.
+
+        A page without progress still tells where the source's end is. Raises the first
+        failed fetch's error (:class:`FetchOutOfRange` for an offset the source no longer has).
+        """
+        with self._arrivals:
+            self._arrivals.wait_for(lambda: self._read_ahead or self._idle or self._failure, timeout)
+            if self._failure is not None:
+                failure, self._failure = self._failure, None
+                raise failure
+            found = [merged(pages) for pages in self._read_ahead.values()]
+            found += [page for partition, page in self._idle.items() if partition not in self._read_ahead]
+            full, self._full = self._full, {}
+            self._read_ahead, self._idle = {}, {}
+        for partition, offset in full.items():
+            self.start(partition, offset)
+        return sorted(found, key=lambda page: page.partition)
+
+    def close(self) -> None:
+        with self._arrivals:
+            self._closed = True
+
+
+def merged(pages: list[Page]) -> Page:
+    """Consecutive pages of one partition as one."""
+    if len(pages) == 1:
+        return pages[0]
+    first, last = pages[0], pages[-1]
+    messages = [message for page in pages for message in page.messages]
+    return Page(first.partition, first.offset, messages, last.next_offset, last.last_stable_offset, last.high_watermark)
 
 
 class TopicCopier:
@@ -110,10 +167,12 @@ class TopicCopier:
         self.group = progress_group(settings.source_cluster)
         self._histories: dict[int, History] = {}
         self._sequences: dict[int, int] = {}
-        self.pool = ThreadPoolExecutor(max_workers=8, thread_name_prefix=f"fetch-{topic}")
+        self.pool = ThreadPoolExecutor(max_workers=16, thread_name_prefix=f"fetch-{topic}")
+        self.writers = ThreadPoolExecutor(max_workers=4, thread_name_prefix=f"write-{topic}")
 
     def close(self) -> None:
         self.pool.shutdown(wait=False, cancel_futures=True)
+        self.writers.shutdown(wait=False, cancel_futures=True)
 
     # -- one session -----------------------------------------------------------------------
 
@@ -126,6 +185,19 @@ class TopicCopier:
         partitions = self._load_progress()
         self._sequences = dict.fromkeys(partitions, 0)
         fetcher = Fetcher(self.source, self.topic, self.pool, self.settings.batch_messages)
+        try:
+            self._copy(producer, partitions, fetcher, stop, progressed)
+        finally:
+            fetcher.close()
+
+    def _copy(
+        self,
+        producer: ProducerIdentity,
+        partitions: list[int],
+        fetcher: Fetcher,
+        stop: threading.Event,
+        progressed: threading.Event,
+    ) -> None:
         for partition in partitions:
             fetcher.start(partition, self._histories[partition][-1].source)
         log.info(
@@ -183,34 +255,60 @@ class TopicCopier:
         return cluster.describe_topic(self.topic)
 
     def _write(self, producer: ProducerIdentity, pages: list[Page]) -> None:
-        """The pages' copies and the positions after them, in one transaction."""
+        """The pages' copies and the positions after them, in one transaction.
+
+        With one partition to write, its first request begins the transaction (no request
+        of its own); with several, an explicit begin comes first, then every partition's
+        requests go out side by side (each partition's in order), so the target's group
+        commit takes them together.
+        """
+        copies = {
+            page.partition: encoded_copies(page.messages, self.settings.source_cluster, self.settings.target_cluster)
+            for page in pages
+        }
+        # Pages read ahead go out as one request each partition when they fit: one group
+        # commit (and one fsync) on the target instead of several.
+        per_request = min(MAX_PRODUCE_MESSAGES, READ_AHEAD_PAGES * self.settings.batch_messages)
+        runs = {p: list(requests_of(c, per_request)) for p, c in copies.items() if c}
+        ends: dict[int, int] = {}
         txn_id: str | None = None
+        if len(runs) > 1:
+            txn_id = self.target.begin(producer)
+        elif runs:
+            first = next(iter(runs))
+            ends[first], txn_id = self._produce(producer, first, runs[first][:1], None)
+            runs[first] = runs[first][1:]
+        if runs:
+            writes = {p: self.writers.submit(self._produce, producer, p, r, txn_id) for p, r in runs.items() if r}
+            wait(list(writes.values()))
+            for partition, write in writes.items():
+                ends[partition] = write.result()[0]  # raises the first failure
         progress: list[tuple[Page, History, int, dict[str, int]]] = []
         for page in pages:
             history = self._histories[page.partition]
-            copies = [
-                c
-                for c in (copy_of(m, self.settings.source_cluster, self.settings.target_cluster) for m in page.messages)
-                if c
-            ]
-            target_position = history[-1].target
-            for run in requests_of(copies, self.settings.batch_messages):
-                result = self.target.produce(
-                    self.topic, page.partition, run, producer, self._sequences[page.partition], txn_id
-                )
-                if result.txn_id is None and txn_id is None:
-                    raise ReplicationError(
-                        f"the target did not say which transaction the copies to {self.topic} went into"
-                    )
-                txn_id = txn_id or result.txn_id
-                self._sequences[page.partition] += len(run)
-                target_position = result.offsets[-1] + 1
-            skipped = {SKIPPED_LOOP: len(page.messages) - len(copies)} if len(copies) < len(page.messages) else {}
+            copied = len(copies[page.partition])
+            skipped = {SKIPPED_LOOP: len(page.messages) - copied} if copied < len(page.messages) else {}
+            target_position = ends.get(page.partition, history[-1].target)
             after = record(
                 history, Snapshot(page.next_offset, target_position, now_ms()), self.settings.snapshot_interval_ms
             )
-            progress.append((page, after, len(copies), skipped))
+            progress.append((page, after, copied, skipped))
         self._commit(producer, txn_id, progress)
+
+    def _produce(
+        self, producer: ProducerIdentity, partition: int, runs: list[Sequence[bytes]], txn_id: str | None
+    ) -> tuple[int, str]:
+        """Write ``runs`` to ``partition`` in order; the target offset after the last copy, and the transaction."""
+        end = -1
+        for run in runs:
+            result = self.target.produce(self.topic, partition, run, producer, self._sequences[partition], txn_id)
+            txn_id = txn_id or result.txn_id
+            if txn_id is None:
+                raise ReplicationError(f"the target did not say which transaction the copies to {self.topic} went into")
+            self._sequences[partition] += len(run)
+            end = result.offsets[-1] + 1
+        assert txn_id is not None
+        return end, txn_id
 
     def _commit(
         self, producer: ProducerIdentity, txn_id: str | None, progress: list[tuple[Page, History, int, dict[str, int]]]

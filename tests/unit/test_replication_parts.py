@@ -4,10 +4,13 @@ from __future__ import annotations
 
 from typing import Any
 
+import orjson
+
 from app.replication.copying import (
     ORIGIN_CLUSTER,
     ORIGIN_OFFSET,
     copy_of,
+    encoded_copies,
     progress_group,
     requests_of,
     transactional_id,
@@ -61,13 +64,20 @@ def test_a_message_copied_on_keeps_its_first_origin() -> None:
 
 
 def test_copies_are_cut_into_requests_by_count_and_by_size() -> None:
-    copies = [copy_of(fetched(i), "A", "B") or {} for i in range(10)]
+    copies = encoded_copies([fetched(i) for i in range(10)], "A", "B")
     assert [len(run) for run in requests_of(copies, max_messages=4)] == [4, 4, 2]
-    big = [copy_of(fetched(i, value="x" * 600), "A", "B") or {} for i in range(5)]
+    big = encoded_copies([fetched(i, value="x" * 600) for i in range(5)], "A", "B")
+    assert all(700 < len(copy) < 750 for copy in big)
     runs = list(requests_of(big, max_messages=100, max_bytes=1500))
     assert [len(run) for run in runs] == [2, 2, 1]
     assert [c for run in runs for c in run] == big
     assert [len(run) for run in requests_of(big[:1], max_messages=100, max_bytes=10)] == [1]  # never an empty request
+
+
+def test_the_encoded_copies_leave_out_what_came_from_the_target() -> None:
+    messages = [fetched(0), fetched(1, {ORIGIN_CLUSTER: "B"}), fetched(2)]
+    copies = [orjson.loads(c) for c in encoded_copies(messages, "A", "B")]
+    assert [c["headers"][ORIGIN_OFFSET] for c in copies] == ["0", "2"]
 
 
 def test_names_stay_within_the_broker_identifier_limit() -> None:
