@@ -13,9 +13,10 @@ from prometheus_client import CollectorRegistry
 from prometheus_client.core import CounterMetricFamily, GaugeMetricFamily, Metric
 from prometheus_client.exposition import start_http_server
 from prometheus_client.registry import Collector
+from rich.console import Group, RenderableType
 from rich.table import Table
 
-from app.replication.state import ReplicationState
+from app.replication.state import ReplicationState, now_ms
 
 log = logging.getLogger("halfmq.replication")
 
@@ -115,23 +116,23 @@ def _seconds(value_ms: int | None) -> str:
     return "-" if value_ms is None else f"{value_ms / 1000:.1f} s"
 
 
-def status_table(state: ReplicationState) -> Table:
-    """The live table shown when the replicator runs in a terminal."""
-    table = Table(title=f"halfmq replicate {state.source_cluster} → {state.target_cluster}", title_justify="left")
+def status_table(state: ReplicationState) -> RenderableType:
+    """The live view shown when the replicator runs in a terminal: partitions, then groups."""
+    partitions = Table(title=f"halfmq replicate {state.source_cluster} → {state.target_cluster}", title_justify="left")
     for column in (
         "topic/partition",
         "source",
         "source end",
         "target",
-        "lag msgs",
         "lag",
+        "lag age",
         "snapshot age",
         "copied",
         "skipped",
     ):
-        table.add_column(column, justify="left" if column == "topic/partition" else "right")
+        partitions.add_column(column, justify="left" if column == "topic/partition" else "right")
     for view in state.partitions():
-        table.add_row(
+        partitions.add_row(
             f"{view.topic}/{view.partition}",
             _number(view.source_position),
             _number(view.source_end),
@@ -142,9 +143,17 @@ def status_table(state: ReplicationState) -> Table:
             str(view.copied),
             ", ".join(f"{reason} {count}" for reason, count in sorted(view.skipped.items())) or "0",
         )
-    for group in state.groups():
-        table.add_row(f"[bold]group {group.group}[/bold]", group.note, "", "", "", "", "", f"{group.synced} synced", "")
-    return table
+    views = state.groups()
+    if not views:
+        return partitions
+    groups = Table(title="replicated subscriptions", title_justify="left")
+    for column in ("group", "state", "offsets synced", "last sync"):
+        groups.add_column(column)
+    now = now_ms()
+    for group in views:
+        ago = "-" if group.last_sync_ms is None else _seconds(now - group.last_sync_ms) + " ago"
+        groups.add_row(group.group, group.note, str(group.synced), ago)
+    return Group(partitions, groups)
 
 
 def status_lines(state: ReplicationState) -> list[str]:
