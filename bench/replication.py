@@ -35,7 +35,6 @@ import time
 import uuid
 from dataclasses import dataclass
 from pathlib import Path
-from typing import Any
 
 import httpx
 import orjson
@@ -62,7 +61,9 @@ def produce_batched(url: str, topic: str, messages: int, batch: int, partitions:
     with httpx.Client(base_url=url, timeout=120) as client:
         for start in range(0, messages, batch):
             count = min(batch, messages - start)
-            body = orjson.dumps({"messages": [{"value": value, "partition": (start + i) % partitions} for i in range(count)]})
+            body = orjson.dumps(
+                {"messages": [{"value": value, "partition": (start + i) % partitions} for i in range(count)]}
+            )
             client.post(
                 f"/v1/topics/{topic}/messages", content=body, headers={"content-type": "application/json"}
             ).raise_for_status()
@@ -117,7 +118,9 @@ class FailoverSample:
 
 def failover_window(a: BrokerProcess, b: BrokerProcess, args: argparse.Namespace, work: Path) -> None:
     topic, group = new_topic(a, 1), f"bench-group-{uuid.uuid4().hex[:6]}"
-    replicator = ReplicatorProcess(a.url, b.url, [topic], work / "replicator-failover.log", groups=[group], snapshot_interval_ms=1000)
+    replicator = ReplicatorProcess(
+        a.url, b.url, [topic], work / "replicator-failover.log", groups=[group], snapshot_interval_ms=1000
+    )
     replicator.start()
     stop = threading.Event()
     samples: list[FailoverSample] = []
@@ -135,11 +138,15 @@ def failover_window(a: BrokerProcess, b: BrokerProcess, args: argparse.Namespace
         with httpx.Client(base_url=a.url, timeout=30) as client:
             while not stop.is_set():
                 page = client.get(
-                    f"/v1/topics/{topic}/partitions/0/messages", params={"offset": position, "max_messages": 50, "max_wait_ms": 200}
+                    f"/v1/topics/{topic}/partitions/0/messages",
+                    params={"offset": position, "max_messages": 50, "max_wait_ms": 200},
                 ).json()
                 if page["next_offset"] != position:
                     position = page["next_offset"]
-                    client.post(f"/v1/groups/{group}/offsets", json={"offsets": [{"topic": topic, "partition": 0, "offset": position}]})
+                    client.post(
+                        f"/v1/groups/{group}/offsets",
+                        json={"offsets": [{"topic": topic, "partition": 0, "offset": position}]},
+                    )
                 stop.wait(0.01)  # the consumer's own work
 
     def group_offset(url: str) -> int | None:
@@ -181,6 +188,27 @@ def failover_window(a: BrokerProcess, b: BrokerProcess, args: argparse.Namespace
     )
 
 
+def throughput(
+    a: BrokerProcess, b: BrokerProcess, args: argparse.Namespace, value: str, work: Path, load_before: float
+) -> None:
+    ceilings: list[Rate] = []
+    copies: list[Rate] = []
+    for _repeat in range(args.repeats):
+        ceilings.append(measure_ceiling(b, args, value))
+        print(ceilings[-1].line(), flush=True)
+        copies.append(measure_replication(a, b, args, value, work))
+        print(copies[-1].line(), flush=True)
+    best_ceiling = max(ceilings, key=lambda r: r.per_second)
+    best_copy = max(copies, key=lambda r: r.per_second)
+    print(
+        f"best: replication {best_copy.per_second:,.0f} msg/s, target's batched produce {best_ceiling.per_second:,.0f} "
+        f"msg/s: ratio {best_copy.per_second / best_ceiling.per_second:.2f} (goal >= 0.5; "
+        f"{args.batch}-message batches, {args.value_bytes}-byte values, {args.partitions} partitions, {os.cpu_count()} CPUs, "
+        f"load average before the run {load_before:.1f})",
+        flush=True,
+    )
+
+
 def start_clusters(args: argparse.Namespace, work: Path) -> tuple[BrokerProcess, BrokerProcess]:
     a = BrokerProcess(args.source_db or f"sqlite:///{work}/a.db", log_path=work / "a.log", cluster_name="A")
     b = BrokerProcess(args.target_db or f"sqlite:///{work}/b.db", log_path=work / "b.log", cluster_name="B")
@@ -195,7 +223,7 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--batch", type=int, default=1000, help="messages per produce request and per replicator batch")
     parser.add_argument("--partitions", type=int, default=2)
     parser.add_argument("--value-bytes", type=int, default=100)
-    parser.add_argument("--repeats", type=int, default=2, help="alternating runs of each; the best counts")
+    parser.add_argument("--repeats", type=int, default=2, help="alternating runs of each, the best counts; 0: skip")
     parser.add_argument("--rate", type=int, default=1000, help="messages/s produced during the fail-over measurement")
     parser.add_argument("--failover-seconds", type=float, default=20.0, help="0: skip the fail-over measurement")
     parser.add_argument("--source-db", help="database URL of cluster A (default: a temporary SQLite file)")
@@ -208,22 +236,8 @@ def main(argv: list[str] | None = None) -> int:
     value = "v" * max(0, args.value_bytes - 2)  # a JSON string of value_bytes with its quotes
     a, b = start_clusters(args, work)
     try:
-        ceilings: list[Rate] = []
-        copies: list[Rate] = []
-        for _repeat in range(args.repeats):
-            ceilings.append(measure_ceiling(b, args, value))
-            print(ceilings[-1].line(), flush=True)
-            copies.append(measure_replication(a, b, args, value, work))
-            print(copies[-1].line(), flush=True)
-        best_ceiling = max(ceilings, key=lambda r: r.per_second)
-        best_copy = max(copies, key=lambda r: r.per_second)
-        print(
-            f"best: replication {best_copy.per_second:,.0f} msg/s, target's batched produce {best_ceiling.per_second:,.0f} "
-            f"msg/s: ratio {best_copy.per_second / best_ceiling.per_second:.2f} (goal >= 0.5; {args.batch}-message batches, "
-            f"{args.value_bytes}-byte values, {args.partitions} partitions, {os.cpu_count()} CPUs, "
-            f"load average before the run {load_before:.1f})",
-            flush=True,
-        )
+        if args.repeats > 0:
+            throughput(a, b, args, value, work, load_before)
         if args.failover_seconds > 0:
             failover_window(a, b, args, work)
     finally:

@@ -102,6 +102,11 @@ class Fetcher:
             if error is not None:
                 if isinstance(error, ClusterError) and error.code == "OFFSET_OUT_OF_RANGE":
                     error = FetchOutOfRange(partition, offset)
+                    # What was read ahead of the failed offset is dropped: the copier goes on from
+                    # its committed position.
+                    self._read_ahead.pop(partition, None)
+                    self._full.pop(partition, None)
+                    self._idle.pop(partition, None)
                 self._failure = self._failure or error
             else:
                 page = future.result()
@@ -212,7 +217,7 @@ class TopicCopier:
             try:
                 pages = fetcher.ready(timeout=1.0)
             except FetchOutOfRange as gap:
-                fetcher.start(gap.partition, self._jump_over_deleted(producer, gap))
+                fetcher.start(gap.partition, self._jump_over_deleted(producer, gap.partition))
                 progressed.set()
                 continue
             for page in pages:
@@ -325,34 +330,38 @@ class TopicCopier:
             self._histories[page.partition] = history
             self.state.committed(self.topic, page.partition, history, copied, skipped, None)
 
-    def _jump_over_deleted(self, producer: ProducerIdentity, gap: FetchOutOfRange) -> int:
-        """The source deleted offsets not yet copied (retention): note the loss loudly and go on from its start."""
+    def _jump_over_deleted(self, producer: ProducerIdentity, partition: int) -> int:
+        """The source has no offset at the partition's position: it deleted offsets not yet copied
+        (retention), and the copier notes the loss loudly and goes on from the source's start; or the
+        source topic was recreated, and it stops. The offset to read next.
+        """
         described = self._describe(self.source)
-        part = described.partitions[gap.partition] if described else None
-        if part is None or gap.offset > part.high_watermark:
+        part = described.partitions[partition] if described and partition < described.partition_count else None
+        history = self._histories[partition]
+        position = history[-1].source
+        if part is None or position > part.high_watermark:
             raise ReplicationError(
-                f"{self.topic}/{gap.partition}: the replicator's position {gap.offset} is past the source's end "
+                f"{self.topic}/{partition}: the replicator's position {position} is past the source's end "
                 f"({part.high_watermark if part else 'no such partition'}); the source topic was recreated. "
                 f"Delete group '{self.group}' on the target to start this topic over."
             )
-        if gap.offset >= part.log_start_offset:
-            return gap.offset  # moved back into range meanwhile: read again
-        lost = part.log_start_offset - gap.offset
+        if position >= part.log_start_offset:
+            return position  # a read ahead failed, not the position: read again from there
+        lost = part.log_start_offset - position
         log.error(
             "%s/%d: the source deleted offsets %d..%d (retention) before they were copied; %d message(s) are not "
             "replicated. Continuing from %d.",
             self.topic,
-            gap.partition,
-            gap.offset,
+            partition,
+            position,
             part.log_start_offset - 1,
             lost,
             part.log_start_offset,
         )
-        history = self._histories[gap.partition]
         after = record(
             history, Snapshot(part.log_start_offset, history[-1].target, now_ms()), self.settings.snapshot_interval_ms
         )
-        page = Page(gap.partition, gap.offset, [], part.log_start_offset, part.log_start_offset, part.high_watermark)
+        page = Page(partition, position, [], part.log_start_offset, part.log_start_offset, part.high_watermark)
         self._commit(producer, None, [(page, after, 0, {SKIPPED_RETENTION: lost})])
         return part.log_start_offset
 
