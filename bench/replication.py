@@ -203,8 +203,8 @@ def throughput(
     print(
         f"best: replication {best_copy.per_second:,.0f} msg/s, target's batched produce {best_ceiling.per_second:,.0f} "
         f"msg/s: ratio {best_copy.per_second / best_ceiling.per_second:.2f} (goal >= 0.5; "
-        f"{args.batch}-message batches, {args.value_bytes}-byte values, {args.partitions} partitions, {os.cpu_count()} CPUs, "
-        f"load average before the run {load_before:.1f})",
+        f"{args.batch}-message batches, {args.value_bytes}-byte values, {args.partitions} partitions, "
+        f"{os.cpu_count()} CPUs, load average before the run {load_before:.1f})",
         flush=True,
     )
 
