@@ -43,6 +43,7 @@ REPO_ROOT = Path(__file__).resolve().parents[1]
 if str(REPO_ROOT) not in sys.path:
     sys.path.insert(0, str(REPO_ROOT))
 
+from bench.spark_ingest import tree_cpu_seconds  # noqa: E402
 from tests.support.broker_process import BrokerProcess  # noqa: E402
 from tests.support.replicator_process import ReplicatorProcess, read_partition, wait_for  # noqa: E402
 
@@ -72,22 +73,45 @@ def produce_batched(url: str, topic: str, messages: int, batch: int, partitions:
 
 @dataclass(frozen=True)
 class Rate:
+    """A timed run, and the CPU seconds each of our processes spent meanwhile (the machine may be shared)."""
+
     name: str
     messages: int
     seconds: float
+    cpu: dict[str, float]
 
     @property
     def per_second(self) -> float:
         return self.messages / self.seconds
 
     def line(self) -> str:
-        return f"{self.name:<34} {self.messages:>8,} msgs in {self.seconds:6.2f} s = {self.per_second:9,.0f} msg/s"
+        per_thousand = ", ".join(f"{who} {spent / self.messages * 1000 * 1000:.0f}" for who, spent in self.cpu.items())
+        return (
+            f"{self.name:<30} {self.messages:>8,} msgs in {self.seconds:6.2f} s = {self.per_second:9,.0f} msg/s "
+            f"(CPU ms per 1000 msgs: {per_thousand})"
+        )
+
+
+class CpuMeter:
+    """CPU seconds of named process trees between :meth:`start` and :meth:`stop`."""
+
+    def __init__(self, **pids: int) -> None:
+        self.pids = pids
+        self._before: dict[str, float] = {}
+
+    def start(self) -> None:
+        self._before = {name: tree_cpu_seconds(pid) for name, pid in self.pids.items()}
+
+    def stop(self) -> dict[str, float]:
+        return {name: tree_cpu_seconds(pid) - self._before[name] for name, pid in self.pids.items()}
 
 
 def measure_ceiling(b: BrokerProcess, args: argparse.Namespace, value: str) -> Rate:
     topic = new_topic(b, args.partitions)
+    meter = CpuMeter(target=b.pid)
+    meter.start()
     seconds = produce_batched(b.url, topic, args.messages, args.batch, args.partitions, value)
-    return Rate("target's own batched produce", args.messages, seconds)
+    return Rate("target's own batched produce", args.messages, seconds, meter.stop())
 
 
 def measure_replication(a: BrokerProcess, b: BrokerProcess, args: argparse.Namespace, value: str, work: Path) -> Rate:
@@ -101,13 +125,16 @@ def measure_replication(a: BrokerProcess, b: BrokerProcess, args: argparse.Names
         def copied() -> float:
             return replicator.metric("halfmq_replication_messages_copied_total", topic=topic) or 0.0
 
+        meter = CpuMeter(source=a.pid, target=b.pid, replicator=replicator.process.pid)
         first = wait_for(copied, "the first copies", timeout=120, every=0.01)
+        meter.start()
         started = time.perf_counter()
         wait_for(lambda: copied() >= args.messages, "the last copies", timeout=600, every=0.01)
         seconds = time.perf_counter() - started
+        cpu = meter.stop()
     finally:
         replicator.stop()
-    return Rate("replication A -> B", args.messages - int(first), seconds)
+    return Rate("replication A -> B", args.messages - int(first), seconds, cpu)
 
 
 @dataclass(frozen=True)

@@ -3,14 +3,14 @@
 Every snapshot interval, for each group, the replicator reads the group's committed
 offsets on the source, translates each through the partition's snapshots
 (:func:`app.replication.snapshots.translate`) and commits the result on the target,
-where a consumer that fails over resumes from it. A target offset only moves forward:
-a group that has already consumed further on the target (it failed over, or consumes
-there too) is not rewound.
+where a consumer that fails over resumes from it. A target offset only moves forward.
 
-A group with live members on the target (consumer groups with members) refuses offset
-commits that do not come from a member (409 ``FENCED_MEMBER_EPOCH``). Such a group is
-active on the target, so there is nothing to fail over: the replicator logs it and
-skips the group until its members are gone.
+The replicator syncs groups that are not consumed on the target: the fail-over case.
+A group is taken as consumed there when its offsets on the target changed since the
+replicator last wrote them (a consumer failed over and commits there, or the group is
+consumed on both sides), or, for consumer groups with members, when the target refuses
+the commit because the group has live members (409 ``FENCED_MEMBER_EPOCH``). Such a
+group is logged once and skipped, and synced again once it is left alone.
 """
 
 from __future__ import annotations
@@ -34,6 +34,9 @@ NO_SNAPSHOT = "no_snapshot"  # nothing replicated at or below the group's offset
 NOT_AHEAD = "not_ahead"  # the target's offset is already there or further
 ACTIVE_ON_TARGET = "active_on_target"
 
+QUIET_ROUNDS = 10
+"""A group seen consumed on the target is synced again after this many rounds without a sign of it."""
+
 
 @dataclass(frozen=True, slots=True)
 class GroupSyncPlan:
@@ -46,8 +49,17 @@ def plan_group_sync(
     target_offsets: Mapping[tuple[str, int], int],
     history_of: Callable[[str, int], History],
     topics: Iterable[str],
+    written: Mapping[tuple[str, int], int] | None = None,
 ) -> GroupSyncPlan:
-    """What to commit on the target for one group: each replicated partition's translated offset, if it is ahead."""
+    """What to commit on the target for one group: each replicated partition's translated offset, if it is ahead.
+
+    ``written``: what the replicator last committed there per (topic, partition); if the
+    target's offset has moved since, the group is consumed on the target and nothing is planned.
+    """
+    written = written or {}
+    moved = [tp for tp, offset in written.items() if target_offsets.get(tp) != offset]
+    if moved:
+        return GroupSyncPlan([], {ACTIVE_ON_TARGET: len(moved)})
     replicated = set(topics)
     commits: list[OffsetWithMetadata] = []
     skipped: dict[str, int] = {}
@@ -75,7 +87,8 @@ class SubscriptionSync:
         self.groups = groups
         self.topics = topics
         self.state = state
-        self._active: set[str] = set()
+        self._quiet_rounds: dict[str, int] = {}  # groups consumed on the target: rounds since they last were
+        self._written: dict[str, dict[tuple[str, int], int]] = {}  # per group: what this replicator committed there
 
     def sync_all(self) -> None:
         """One round over every group; a failure of one group's requests raises after the others are done."""
@@ -91,8 +104,19 @@ class SubscriptionSync:
     def sync(self, group: str) -> GroupSyncPlan:
         source_offsets = self.source.group_offsets(group)
         target_offsets = {(o.topic, o.partition): o.offset for o in self.target.group_offsets(group)}
-        plan = plan_group_sync(source_offsets, target_offsets, self.state.history, self.topics)
+        written = self._written.setdefault(group, {})
+        plan = plan_group_sync(source_offsets, target_offsets, self.state.history, self.topics, written)
+        if plan.skipped.get(ACTIVE_ON_TARGET):
+            self._consumed_on_target(group, "its offsets there changed since the replicator wrote them")
+            # What they are now is the baseline for noticing whether they still move.
+            self._written[group] = {tp: target_offsets[tp] for tp in written if tp in target_offsets}
+        if self._quiet_rounds.get(group, QUIET_ROUNDS) < QUIET_ROUNDS:
+            self._quiet_rounds[group] += 1
+            skipped = {ACTIVE_ON_TARGET: len(plan.commits) + sum(plan.skipped.values())}
+            self.state.group_synced(group, 0, skipped, "consumed on target")
+            return GroupSyncPlan([], skipped)
         if not plan.commits:
+            self._left_alone(group)
             self.state.group_synced(
                 group, 0, plan.skipped, "in step" if not plan.skipped.get(NO_SNAPSHOT) else "waiting"
             )
@@ -102,19 +126,27 @@ class SubscriptionSync:
         except ClusterError as error:
             if error.code != FENCED_MEMBER_EPOCH:
                 raise
-            if group not in self._active:
-                log.warning(
-                    "group '%s' has live members on the target, so its offsets there are its members' to commit; "
-                    "not syncing it while it is active there (%s)",
-                    group,
-                    error.cause.message,
-                )
-            self._active.add(group)
-            self.state.group_synced(group, 0, {ACTIVE_ON_TARGET: len(plan.commits)}, "active on target")
+            self._consumed_on_target(group, f"it has live members there ({error.cause.message})")
+            self.state.group_synced(group, 0, {ACTIVE_ON_TARGET: len(plan.commits)}, "consumed on target")
             return GroupSyncPlan([], {ACTIVE_ON_TARGET: len(plan.commits)})
-        if group in self._active:
-            log.info("group '%s' has no live members on the target any more; syncing it again", group)
-            self._active.discard(group)
+        self._left_alone(group)
+        written.update({(c.topic, c.partition): c.offset for c in plan.commits})
         log.debug("group '%s': %s", group, ", ".join(f"{c.topic}/{c.partition}->{c.offset}" for c in plan.commits))
         self.state.group_synced(group, len(plan.commits), plan.skipped, "in step")
         return plan
+
+    def _consumed_on_target(self, group: str, why: str) -> None:
+        if group not in self._quiet_rounds or self._quiet_rounds[group] >= QUIET_ROUNDS:
+            log.warning(
+                "group '%s' is consumed on the target: %s. Its offsets there are its consumers'; "
+                "not syncing it until they are left alone for %d rounds",
+                group,
+                why,
+                QUIET_ROUNDS,
+            )
+        self._quiet_rounds[group] = 0
+
+    def _left_alone(self, group: str) -> None:
+        if group in self._quiet_rounds:
+            log.info("group '%s' is no longer consumed on the target; syncing it again", group)
+            del self._quiet_rounds[group]

@@ -285,6 +285,20 @@ def test_a_consumer_group_fails_over_to_the_target_without_skipping_a_message(
     assert re_read == consumed[len(consumed) - len(re_read) :]  # only a tail of what S's consumer had read
     assert len(re_read) < len(consumed)  # snapshots kept it to what arrived since the last one, not everything
 
+    # The consumer now commits on B; the group is consumed there, and the replicator leaves it
+    # alone even when the old side commits further.
+    on_b = {"offsets": [{"topic": topic, "partition": 0, "offset": resumed[3]["offset"]}]}
+    assert httpx.post(f"{target.url}/v1/groups/{group}/offsets", json=on_b).status_code == 200
+    on_a = {"offsets": [{"topic": topic, "partition": 0, "offset": position + 5}]}
+    assert httpx.post(f"{source.url}/v1/groups/{group}/offsets", json=on_a).status_code == 200
+
+    def rounds_consumed_on_target() -> float:
+        name = "halfmq_replication_group_offsets_not_synced_total"
+        return replicator.metric(name, group=group, reason="active_on_target") or 0
+
+    wait_for(lambda: rounds_consumed_on_target() >= 2, "sync rounds that find the group consumed on B")
+    assert httpx.get(f"{target.url}/v1/groups/{group}/offsets").json()["offsets"][0]["offset"] == resumed[3]["offset"]
+
 
 def test_bad_input_stops_the_replicator_with_a_reason_and_an_exit_code(
     clusters: tuple[BrokerProcess, BrokerProcess], replicators: Callable[..., ReplicatorProcess]

@@ -19,7 +19,7 @@ from app.replication.errors import ClusterError, is_transient
 from app.replication.snapshots import Snapshot
 from app.replication.state import ReplicationState, now_ms
 from app.replication.status import status_lines
-from app.replication.subscriptions import NO_SNAPSHOT, NOT_AHEAD, plan_group_sync
+from app.replication.subscriptions import ACTIVE_ON_TARGET, NO_SNAPSHOT, NOT_AHEAD, plan_group_sync
 from sdk.errors import BrokerUnavailableError, HalfmqError, StorageUnavailableError, TopicNotFoundError
 from sdk.models import CommittedOffset
 
@@ -102,6 +102,26 @@ def test_a_group_sync_commits_translated_offsets_that_move_forward_only() -> Non
     )
     assert [(c.topic, c.partition, c.offset, c.metadata) for c in plan.commits] == [("t", 0, 14, "consumer's own")]
     assert plan.skipped == {NOT_AHEAD: 1}
+
+
+def test_a_group_whose_offsets_moved_on_the_target_is_consumed_there_and_not_synced() -> None:
+    histories = {("t", 0): (Snapshot(0, 0, 0), Snapshot(10, 14, 1))}
+    plan = plan_group_sync(
+        offsets(("t", 0, 12)),
+        {("t", 0): 3},
+        lambda topic, partition: histories[(topic, partition)],
+        ["t"],
+        {("t", 0): 0},
+    )
+    assert plan.commits == [] and plan.skipped == {ACTIVE_ON_TARGET: 1}
+    unmoved = plan_group_sync(
+        offsets(("t", 0, 12)),
+        {("t", 0): 3},
+        lambda topic, partition: histories[(topic, partition)],
+        ["t"],
+        {("t", 0): 3},
+    )
+    assert [c.offset for c in unmoved.commits] == [14]
 
 
 def test_a_group_offset_below_every_snapshot_is_left_alone() -> None:
