@@ -11,7 +11,6 @@ differ, another replicator taking over) ends it with a message and an exit code 
 from __future__ import annotations
 
 import logging
-import re
 import signal
 import sys
 import threading
@@ -34,12 +33,9 @@ from app.replication import (
 )
 from app.replication.snapshots import CorruptProgress
 from app.replication.status import serve_metrics, status_lines, status_table
+from half_store.domain.constants import TOPIC_NAME_PATTERN, TOPIC_NAME_RE, is_system_topic
 
 log = logging.getLogger("halfmq.replication")
-
-TOPIC_NAME = re.compile(r"^[A-Za-z0-9._-]{1,249}$")
-SYSTEM_PREFIXES = ("RMQ_SYS_", "__", "TRANS_CHECK_MAX_TIME_TOPIC")
-
 
 def _names(value: str, what: str) -> list[str]:
     names = [name.strip() for name in value.split(",") if name.strip()]
@@ -51,9 +47,9 @@ def _names(value: str, what: str) -> list[str]:
 def _topics(value: str) -> list[str]:
     topics = _names(value, "topic")
     for topic in topics:
-        if not TOPIC_NAME.match(topic):
-            raise typer.BadParameter(f"'{topic}' is not a topic name (^[A-Za-z0-9._-]{{1,249}}$)")
-        if topic.startswith(SYSTEM_PREFIXES):
+        if not TOPIC_NAME_RE.match(topic):
+            raise typer.BadParameter(f"'{topic}' is not a topic name ({TOPIC_NAME_PATTERN})")
+        if is_system_topic(topic):
             raise typer.BadParameter(
                 f"'{topic}' is a system topic; it is not replicated (half messages stay where they were prepared)"
             )
@@ -88,7 +84,7 @@ def replicate(
         ),
     ] = None,
     batch_messages: Annotated[
-        int, typer.Option("--batch-messages", min=1, max=10_000, help="Messages per fetch and per transaction")
+        int, typer.Option("--batch-messages", min=1, max=10_000, help="Messages per fetch from the source")
     ] = 1000,
     status_interval_s: Annotated[
         float, typer.Option("--status-interval-s", min=0.1, help="Seconds between status lines when not in a terminal")
@@ -115,7 +111,10 @@ def replicate(
     for signum in (signal.SIGTERM, signal.SIGINT):
         signal.signal(signum, lambda *_: stop.set())
     if metrics_port is not None:
-        log.info("metrics on http://127.0.0.1:%d/metrics", serve_metrics(state, metrics_port))
+        try:
+            log.info("metrics on http://127.0.0.1:%d/metrics", serve_metrics(state, metrics_port))
+        except OSError as error:
+            fail(f"cannot serve metrics on 127.0.0.1:{metrics_port}: {error}", EXIT_REFUSED)
     in_terminal = sys.stdout.isatty()
     if not in_terminal:
         threading.Thread(target=_log_status, args=(state, stop, status_interval_s), name="status", daemon=True).start()
