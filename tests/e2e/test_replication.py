@@ -28,10 +28,11 @@ pytestmark = pytest.mark.e2e
 
 ORIGIN = "halfmq-origin-cluster"
 ORIGIN_OFFSET = "halfmq-origin-offset"
+STARTUP_SECONDS = 90  # two brokers start at once, on a machine other test runs may share
 
 
 def start_cluster(name: str, database_url: str, log_path: Path) -> BrokerProcess:
-    return BrokerProcess(database_url, log_path=log_path, cluster_name=name).start()
+    return BrokerProcess(database_url, log_path=log_path, cluster_name=name).start(timeout=STARTUP_SECONDS)
 
 
 @pytest.fixture(scope="module")
@@ -41,7 +42,7 @@ def clusters(tmp_path_factory: pytest.TempPathFactory) -> Iterator[tuple[BrokerP
     a, b = (BrokerProcess(f"sqlite:///{path}/{n}.db", log_path=path / f"{n}.log", cluster_name=n) for n in "AB")
     try:
         with ThreadPoolExecutor(2) as pool:  # they start in parallel
-            list(pool.map(BrokerProcess.start, (a, b)))
+            list(pool.map(lambda broker: broker.start(timeout=STARTUP_SECONDS), (a, b)))
         yield a, b
     finally:
         for broker in (a, b):
@@ -331,7 +332,7 @@ def test_an_unreachable_target_is_waited_for_and_replication_then_proceeds(
         lambda: "unreachable" in replicator.log_text() and "retrying in" in replicator.log_text(), "the retry log line"
     )
     assert replicator.process.poll() is None  # waiting, not crashing
-    late.start()
+    late.start(timeout=STARTUP_SECONDS)
     try:
         wait_for(lambda: len(read_partition(late.url, topic, 0)) == 5, "the copies on the late target", timeout=60)
         # The target dies in the middle of the run and comes back on the same database.
@@ -339,7 +340,7 @@ def test_an_unreachable_target_is_waited_for_and_replication_then_proceeds(
         late.kill()
         produce(a, topic, [{"value": i} for i in range(5, 40)])
         wait_for(lambda: replicator.log_text().count("unreachable") > noticed, "the outage to be noticed")
-        late.start()
+        late.start(timeout=STARTUP_SECONDS)
         wait_for(lambda: replicator.caught_up(a.url, topic), "the replicator to catch up after the outage", timeout=60)
         assert [m["value"] for m in read_partition(late.url, topic, 0)] == list(range(40))
         assert replicator.process.poll() is None
