@@ -32,7 +32,7 @@ from app.replication.errors import (
 from app.replication.snapshots import CorruptProgress
 from app.replication.state import ReplicationState
 from app.replication.subscriptions import SubscriptionSync
-from app.replication.topic_copier import CopySettings, TopicCopier, check_same_partitions
+from app.replication.topic_copier import CopySettings, StartOver, TopicCopier, check_same_partitions
 
 log = logging.getLogger("halfmq.replication")
 
@@ -221,6 +221,11 @@ class Replicator:
             except (ReplicationError, CorruptProgress) as error:
                 self._fail(error)
                 return
+            except StartOver as error:
+                delay = backoff.next()
+                log.warning(
+                    "topic '%s': %s; starting over from the committed position in %.1f s", copier.topic, error, delay
+                )
             except Exception:
                 delay = backoff.next()
                 log.exception(

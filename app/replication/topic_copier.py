@@ -51,6 +51,10 @@ class CopySettings:
     batch_messages: int = 1000
 
 
+class StartOver(Exception):
+    """Something this session cannot make sense of: a new one starts from the committed position."""
+
+
 class FetchOutOfRange(Exception):
     def __init__(self, partition: int, offset: int) -> None:
         super().__init__(f"offset {offset} of partition {partition} is out of range")
@@ -226,9 +230,7 @@ class TopicCopier:
             moved = [page for page in pages if page.next_offset != page.offset]
             for page in moved:
                 if page.offset != self._histories[page.partition][-1].source:
-                    raise ReplicationError(
-                        f"{self.topic}/{page.partition}: page at {page.offset} is not at the position"
-                    )
+                    raise StartOver(f"{self.topic}/{page.partition}: a page at {page.offset} is not at the position")
             if moved:
                 self._write(producer, moved)
                 progressed.set()
@@ -309,7 +311,7 @@ class TopicCopier:
             result = self.target.produce(self.topic, partition, run, producer, self._sequences[partition], txn_id)
             txn_id = txn_id or result.txn_id
             if txn_id is None:
-                raise ReplicationError(f"the target did not say which transaction the copies to {self.topic} went into")
+                raise StartOver(f"the target did not say which transaction the copies to {self.topic} went into")
             self._sequences[partition] += len(run)
             end = result.offsets[-1] + 1
         assert txn_id is not None
