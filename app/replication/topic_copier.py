@@ -15,7 +15,7 @@ from __future__ import annotations
 
 import logging
 import threading
-from collections.abc import Sequence
+from collections.abc import Callable, Sequence
 from concurrent.futures import Future, ThreadPoolExecutor, wait
 from dataclasses import dataclass
 
@@ -62,42 +62,57 @@ class FetchOutOfRange(Exception):
         self.offset = offset
 
 
+@dataclass(frozen=True, slots=True)
+class Fetched:
+    """A page from the source and the encoded copies of its messages (those that go to the target)."""
+
+    page: Page
+    copies: list[bytes]
+
+
 class Fetcher:
     """Reads each partition ahead of the writes, up to ``depth`` pages.
 
-    Each arriving page starts the partition's next fetch at once, from the page's end, so
-    reading the source goes on while the copier writes to the target. Pages that pile up
-    meanwhile are handed out together, as one page per partition, and go to the target
-    in one transaction. :meth:`close` ends the reading.
+    Each arriving page starts the partition's next fetch at once, from the page's end, and
+    its copies are encoded on the fetching thread, so reading the source and preparing the
+    copies go on while the copier writes to the target. Pages that pile up meanwhile are
+    handed out together, as one page per partition, and go to the target in one
+    transaction. :meth:`close` ends the reading.
     """
 
     def __init__(
-        self, source: Cluster, topic: str, pool: ThreadPoolExecutor, batch_messages: int, depth: int = READ_AHEAD_PAGES
+        self,
+        source: Cluster,
+        topic: str,
+        pool: ThreadPoolExecutor,
+        batch_messages: int,
+        encode: Callable[[Page], list[bytes]],
+        depth: int = READ_AHEAD_PAGES,
     ) -> None:
         self.source = source
         self.topic = topic
         self.pool = pool
         self.batch_messages = batch_messages
+        self.encode = encode
         self.depth = depth
         self._arrivals = threading.Condition()
-        self._read_ahead: dict[int, list[Page]] = {}
-        self._idle: dict[int, Page] = {}  # partitions whose last fetch found nothing new
+        self._read_ahead: dict[int, list[Fetched]] = {}
+        self._idle: dict[int, Fetched] = {}  # partitions whose last fetch found nothing new
         self._full: dict[int, int] = {}  # partitions ``depth`` pages ahead: where they go on
         self._failure: BaseException | None = None
         self._closed = False
 
     def start(self, partition: int, offset: int) -> None:
-        future = self.pool.submit(
-            self.source.fetch,
-            self.topic,
-            partition,
-            offset,
-            max_messages=self.batch_messages,
-            max_wait_ms=FETCH_WAIT_MS,
-        )
+        future = self.pool.submit(self._fetch, partition, offset)
         future.add_done_callback(lambda done: self._arrived(partition, offset, done))
 
-    def _arrived(self, partition: int, offset: int, future: Future[Page]) -> None:
+    def _fetch(self, partition: int, offset: int) -> Fetched:
+        page = self.source.fetch(
+            self.topic, partition, offset, max_messages=self.batch_messages, max_wait_ms=FETCH_WAIT_MS
+        )
+        return Fetched(page, self.encode(page))
+
+    def _arrived(self, partition: int, offset: int, future: Future[Fetched]) -> None:
         follow_from: int | None = None
         with self._arrivals:
             if self._closed or future.cancelled():
@@ -113,13 +128,14 @@ class Fetcher:
                     self._idle.pop(partition, None)
                 self._failure = self._failure or error
             else:
-                page = future.result()
+                fetched = future.result()
+                page = fetched.page
                 if page.next_offset == page.offset:
-                    self._idle[partition] = page
+                    self._idle[partition] = fetched
                     follow_from = offset  # long-poll again
                 else:
                     pages = self._read_ahead.setdefault(partition, [])
-                    pages.append(page)
+                    pages.append(fetched)
                     if len(pages) < self.depth:
                         follow_from = page.next_offset
                     else:
@@ -128,7 +144,7 @@ class Fetcher:
         if follow_from is not None:
             self.start(partition, follow_from)
 
-    def ready(self, timeout: float) -> list[Page]:
+    def ready(self, timeout: float) -> list[Fetched]:
         """One page per partition (those read ahead, merged), waiting up to ``timeout`` for anything.
 
         A page without progress still tells where the source's end is. Raises the first
@@ -145,20 +161,21 @@ class Fetcher:
             self._read_ahead, self._idle = {}, {}
         for partition, offset in full.items():
             self.start(partition, offset)
-        return sorted(found, key=lambda page: page.partition)
+        return sorted(found, key=lambda fetched: fetched.page.partition)
 
     def close(self) -> None:
         with self._arrivals:
             self._closed = True
 
 
-def merged(pages: list[Page]) -> Page:
+def merged(pages: list[Fetched]) -> Fetched:
     """Consecutive pages of one partition as one."""
     if len(pages) == 1:
         return pages[0]
-    first, last = pages[0], pages[-1]
-    messages = [message for page in pages for message in page.messages]
-    return Page(first.partition, first.offset, messages, last.next_offset, last.last_stable_offset, last.high_watermark)
+    first, last = pages[0].page, pages[-1].page
+    messages = [message for fetched in pages for message in fetched.page.messages]
+    page = Page(first.partition, first.offset, messages, last.next_offset, last.last_stable_offset, last.high_watermark)
+    return Fetched(page, [copy for fetched in pages for copy in fetched.copies])
 
 
 class TopicCopier:
@@ -193,7 +210,7 @@ class TopicCopier:
         producer = self.target.init_producer(self.transactional_id, TRANSACTION_TIMEOUT_MS)
         partitions = self._load_progress()
         self._sequences = dict.fromkeys(partitions, 0)
-        fetcher = Fetcher(self.source, self.topic, self.pool, self.settings.batch_messages)
+        fetcher = Fetcher(self.source, self.topic, self.pool, self.settings.batch_messages, self._encode)
         try:
             self._copy(producer, partitions, fetcher, stop, progressed)
         finally:
@@ -224,16 +241,21 @@ class TopicCopier:
                 fetcher.start(gap.partition, self._jump_over_deleted(producer, gap.partition))
                 progressed.set()
                 continue
-            for page in pages:
+            for fetched in pages:
+                page = fetched.page
                 first = page.messages[0]["timestamp"] if page.messages else None
                 self.state.fetched(self.topic, page.partition, page.last_stable_offset, first)
-            moved = [page for page in pages if page.next_offset != page.offset]
-            for page in moved:
+            moved = [fetched for fetched in pages if fetched.page.next_offset != fetched.page.offset]
+            for fetched in moved:
+                page = fetched.page
                 if page.offset != self._histories[page.partition][-1].source:
                     raise StartOver(f"{self.topic}/{page.partition}: a page at {page.offset} is not at the position")
             if moved:
                 self._write(producer, moved)
                 progressed.set()
+
+    def _encode(self, page: Page) -> list[bytes]:
+        return encoded_copies(page.messages, self.settings.source_cluster, self.settings.target_cluster)
 
     def _load_progress(self) -> list[int]:
         """Partition numbers; each one's history, from the target, or a first snapshot for a new partition."""
@@ -261,52 +283,41 @@ class TopicCopier:
     def _describe(self, cluster: Cluster) -> TopicMetadata | None:
         return cluster.describe_topic(self.topic)
 
-    def _write(self, producer: ProducerIdentity, pages: list[Page]) -> None:
+    def _write(self, producer: ProducerIdentity, pages: list[Fetched]) -> None:
         """The pages' copies and the positions after them, in one transaction.
 
-        With one partition to write, its first request begins the transaction (no request
-        of its own); with several, an explicit begin comes first, then every partition's
-        requests go out side by side (each partition's in order), so the target's group
-        commit takes them together.
+        Every partition's requests go out side by side (each partition's in order), so the
+        target's group commit takes them together; the first request of each carries
+        ``transactional`` instead of a transaction id, so whichever arrives first begins the
+        producer's transaction and the others join it (no begin request of its own).
         """
-        copies = {
-            page.partition: encoded_copies(page.messages, self.settings.source_cluster, self.settings.target_cluster)
-            for page in pages
-        }
-        # Pages read ahead go out as one request each partition when they fit: one group
+        # Pages read ahead go out as one request per partition when they fit: one group
         # commit (and one fsync) on the target instead of several.
         per_request = min(MAX_PRODUCE_MESSAGES, READ_AHEAD_PAGES * self.settings.batch_messages)
-        runs = {p: list(requests_of(c, per_request)) for p, c in copies.items() if c}
-        ends: dict[int, int] = {}
-        txn_id: str | None = None
-        if len(runs) > 1:
-            txn_id = self.target.begin(producer)
-        elif runs:
-            first = next(iter(runs))
-            ends[first], txn_id = self._produce(producer, first, runs[first][:1], None)
-            runs[first] = runs[first][1:]
-        if runs:
-            writes = {p: self.writers.submit(self._produce, producer, p, r, txn_id) for p, r in runs.items() if r}
-            wait(list(writes.values()))
-            for partition, write in writes.items():
-                ends[partition] = write.result()[0]  # raises the first failure
+        runs = {f.page.partition: list(requests_of(f.copies, per_request)) for f in pages if f.copies}
+        writes = {p: self.writers.submit(self._produce, producer, p, r) for p, r in runs.items()}
+        wait(list(writes.values()))
+        ends = {partition: write.result() for partition, write in writes.items()}  # raises the first failure
+        transactions = {txn_id for _, txn_id in ends.values()}
+        if len(transactions) > 1:
+            raise StartOver(f"the copies to {self.topic} went into several transactions: {sorted(transactions)}")
         progress: list[tuple[Page, History, int, dict[str, int]]] = []
-        for page in pages:
+        for fetched in pages:
+            page = fetched.page
             history = self._histories[page.partition]
-            copied = len(copies[page.partition])
+            copied = len(fetched.copies)
             skipped = {SKIPPED_LOOP: len(page.messages) - copied} if copied < len(page.messages) else {}
-            target_position = ends.get(page.partition, history[-1].target)
+            target_position = ends[page.partition][0] if page.partition in ends else history[-1].target
             after = record(
                 history, Snapshot(page.next_offset, target_position, now_ms()), self.settings.snapshot_interval_ms
             )
             progress.append((page, after, copied, skipped))
-        self._commit(producer, txn_id, progress)
+        self._commit(producer, next(iter(transactions), None), progress)
 
-    def _produce(
-        self, producer: ProducerIdentity, partition: int, runs: list[Sequence[bytes]], txn_id: str | None
-    ) -> tuple[int, str]:
-        """Write ``runs`` to ``partition`` in order; the target offset after the last copy, and the transaction."""
-        end = -1
+    def _produce(self, producer: ProducerIdentity, partition: int, runs: list[Sequence[bytes]]) -> tuple[int, str]:
+        """Write ``runs`` to ``partition`` in order, into the producer's transaction (begun by the
+        first write if there is none); the target offset after the last copy, and the transaction."""
+        end, txn_id = -1, None
         for run in runs:
             result = self.target.produce(self.topic, partition, run, producer, self._sequences[partition], txn_id)
             txn_id = txn_id or result.txn_id
