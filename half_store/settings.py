@@ -20,6 +20,9 @@ class Settings(BaseSettings):
     migrate_on_start: bool = True
     # Database reads run on worker threads; None: 1 on SQLite, 4 on PostgreSQL (see half_store/storage/store.py).
     read_threads: int | None = Field(None, ge=1)
+    # Names this cluster (the brokers on one database) to replicators: they stamp copied messages
+    # with their origin cluster and never copy a message back to the cluster it came from.
+    cluster_name: str = Field("local", pattern=r"^[A-Za-z0-9._-]{1,64}$")
     host: str = "127.0.0.1"
     port: int = Field(8080, ge=0, le=65535)
 

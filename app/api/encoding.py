@@ -17,7 +17,7 @@ from typing import Any
 import orjson
 from starlette.responses import Response
 
-from app.api.models import MessageIn, MessageOut
+from app.api.models import MessageFields, MessageOut
 from half_store.domain.constants import VALUE_BINARY, VALUE_JSON
 from half_store.domain.errors import InvalidRequest, MessageTooLarge, ValidationFailed
 from half_store.domain.json_bytes import stored_json
@@ -48,7 +48,7 @@ class JsonResponse(Response):
         return orjson.dumps(content)
 
 
-def to_record(message: MessageIn, limits: MessageLimits, *, timestamp: int | None = None) -> Record:
+def to_record(message: MessageFields, limits: MessageLimits, *, timestamp: int | None = None) -> Record:
     if message.value_base64 is not None:
         try:
             value = base64.b64decode(message.value_base64, validate=True)
@@ -65,7 +65,7 @@ def to_record(message: MessageIn, limits: MessageLimits, *, timestamp: int | Non
     size = len(value) + (len(message.key.encode()) if message.key else 0) + (len(headers) if headers else 0)
     if size > limits.max_message_bytes:
         raise MessageTooLarge(f"message of {size} bytes is over the limit of {limits.max_message_bytes}")
-    return Record(message.key, value, kind, headers, timestamp or now_ms())
+    return Record(message.key, value, kind, headers, now_ms() if timestamp is None else timestamp)
 
 
 def encode_headers(headers: Mapping[str, str], limits: MessageLimits) -> str | None:

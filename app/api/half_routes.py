@@ -11,7 +11,7 @@ from typing_extensions import TypedDict
 
 from app.api.encoding import JsonResponse, to_record
 from app.api.log_routes import ERRORS, broker_of, limits_of
-from app.api.models import NO_NUL, GroupName, Identifier, MessageIn, TopicName
+from app.api.models import NO_NUL, GroupName, Identifier, MessageFields, TopicName
 from app.api.rights import (
     DESCRIBE,
     PRODUCER_GROUP,
@@ -36,7 +36,8 @@ MessageIdPath = Annotated[str, Path(min_length=1, max_length=64, pattern=NO_NUL)
 GroupPath = Annotated[str, Path(min_length=1, max_length=255, pattern=NO_NUL)]
 
 
-class HalfMessageIn(MessageIn):
+class HalfMessageIn(MessageFields):
+    # No timestamp of the producer's: the born time decides when the checker may ask.
     topic: TopicName
     producer_group: GroupName
     transaction_id: Identifier | None = None

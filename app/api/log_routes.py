@@ -96,7 +96,7 @@ async def produce(topic: TopicPath, body: ProduceRequest, request: Request) -> R
     broker = broker_of(request)
     check_batch_size(broker, len(body.messages))
     limits = limits_of(request)
-    records = PackedList(Record, (to_record(m, limits) for m in body.messages))
+    records = PackedList(Record, (to_record(m, limits, timestamp=m.timestamp) for m in body.messages))
     offsets = await broker.log.produce(topic, records, [m.partition for m in body.messages])
     MESSAGES_IN.labels(topic).inc(len(offsets))
     answer: ProduceResponse = {"offsets": [{"partition": p, "offset": o} for p, o in offsets]}
@@ -127,7 +127,7 @@ async def produce_to_partition(
     if body.transactional and body.txn_id is not None:
         raise InvalidRequest("give txn_id or transactional, not both")
     limits = limits_of(request)
-    records = PackedList(Record, (to_record(m, limits) for m in body.messages))
+    records = PackedList(Record, (to_record(m, limits, timestamp=m.timestamp) for m in body.messages))
     stamp = ProducerStamp(
         body.producer_id, body.producer_epoch, body.base_sequence, body.txn_id, transactional=body.transactional
     )

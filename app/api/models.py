@@ -34,7 +34,11 @@ class Strict(BaseModel):
     model_config = ConfigDict(extra="forbid")
 
 
-class MessageIn(Strict):
+# Milliseconds since the epoch, up to the end of year 9999.
+Timestamp = Annotated[int, Field(ge=0, le=253_402_300_799_999)]
+
+
+class MessageFields(Strict):
     """A message: exactly one of ``value`` (any JSON) and ``value_base64`` (binary)."""
 
     key: Key | None = None
@@ -44,12 +48,21 @@ class MessageIn(Strict):
     partition: Partition | None = None
 
     @model_validator(mode="after")
-    def _one_value(self) -> MessageIn:
+    def _one_value(self) -> MessageFields:
         has_value = "value" in self.model_fields_set
         has_binary = "value_base64" in self.model_fields_set and self.value_base64 is not None
         if has_value == has_binary:
             raise ValueError("give exactly one of 'value' and 'value_base64'")
         return self
+
+
+class MessageIn(MessageFields):
+    """A produced message; it may carry its own timestamp (Kafka's CreateTime), else the broker's clock stamps it."""
+
+    timestamp: Timestamp | None = Field(
+        None,
+        description="ms since the epoch, kept as given (a replicator keeps the source's); default: the append's time",
+    )
 
 
 class MessageOut(TypedDict):

@@ -1,10 +1,14 @@
-"""Health, readiness and Prometheus metrics."""
+"""Health, readiness, Prometheus metrics and the cluster's identity."""
 
 from __future__ import annotations
 
+from typing import Annotated
+
 from fastapi import APIRouter, Request
 from prometheus_client import CONTENT_TYPE_LATEST
+from pydantic import Field
 from starlette.responses import PlainTextResponse, Response
+from typing_extensions import TypedDict
 
 from app.api.encoding import JsonResponse
 from app.api.log_routes import broker_of
@@ -13,6 +17,12 @@ from app.api.rights import DESCRIBE, PUBLIC, cluster, rights
 from app.metrics import front_metrics
 
 router = APIRouter(tags=["operations"])
+
+
+class ClusterDescription(TypedDict):
+    cluster_name: Annotated[
+        str, Field(description="HALFMQ_CLUSTER_NAME: replicators stamp copies with it and never copy back")
+    ]
 
 
 @router.get("/healthz", response_model=Status)
@@ -36,3 +46,11 @@ async def readyz(request: Request) -> Response:
 @rights(cluster(DESCRIBE))
 async def metrics(request: Request) -> Response:
     return Response(front_metrics() + await broker_of(request).metrics(), media_type=CONTENT_TYPE_LATEST)
+
+
+@router.get("/v1/cluster", response_model=ClusterDescription)
+@rights(cluster(DESCRIBE))
+async def describe_cluster(request: Request) -> Response:
+    """Which cluster this broker belongs to (the brokers on one database form one cluster)."""
+    answer: ClusterDescription = {"cluster_name": broker_of(request).settings.cluster_name}
+    return JsonResponse(answer)

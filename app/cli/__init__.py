@@ -10,7 +10,7 @@ from __future__ import annotations
 
 import typer
 
-from app.cli import access, groups, server, share
+from app.cli import access, groups, replicate, server, share
 
 cli = typer.Typer(help="halfmq: a transactional message broker.", no_args_is_help=True)
 cli.command()(server.serve)
@@ -20,6 +20,7 @@ cli.add_typer(access.tokens_cli, name="tokens")
 cli.add_typer(access.acl_cli, name="acl")
 cli.add_typer(groups.groups_cli, name="groups")
 cli.add_typer(share.share_cli, name="share")
+cli.command()(replicate.replicate)
 cli.command(context_settings={"allow_extra_args": True, "ignore_unknown_options": True, "help_option_names": []})(
     server.bench
 )

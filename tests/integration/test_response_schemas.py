@@ -239,7 +239,7 @@ def test_every_route_answers_as_the_document_declares(client: TestClient) -> Non
     assert client.delete(f"/v1/tokens/{issued['token_id']}").status_code == 204
 
     # Operations.
-    for path in ("/healthz", "/readyz", "/metrics"):
+    for path in ("/healthz", "/readyz", "/metrics", "/v1/cluster"):
         assert client.get(path).status_code == 200
 
     schemas.assert_covered()

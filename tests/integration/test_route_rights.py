@@ -191,6 +191,7 @@ CASES: dict[tuple[str, str], list[Case]] = {
     ("GET", "/healthz"): [Case(_fixed(("GET", "/healthz", None), []), public=True)],
     ("GET", "/readyz"): [Case(_fixed(("GET", "/readyz", None), []), public=True)],
     ("GET", "/metrics"): [Case(_fixed(("GET", "/metrics", None), CLUSTER_DESCRIBE))],
+    ("GET", "/v1/cluster"): [Case(_fixed(("GET", "/v1/cluster", None), CLUSTER_DESCRIBE))],
     ("POST", "/v1/topics"): [
         Case(
             lambda w: (
