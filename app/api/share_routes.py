@@ -10,9 +10,10 @@ from starlette.responses import Response
 from typing_extensions import TypedDict
 
 from app.api.encoding import JsonResponse, message_json
-from app.api.log_routes import ERRORS, broker_of
+from app.api.log_routes import ERRORS, broker_of, check_batch_size
 from app.api.models import MessageOut, Strict, TopicName
 from app.api.rights import DESCRIBE, GROUP, READ, TOPIC, WRITE, body, path, require, rights, transaction
+from app.api.txn_routes import TxnPath
 from app.handle import BrokerHandle
 from app.metrics import MESSAGES_OUT
 from half_store.domain.constants import SHARE_GROUP_PATTERN
@@ -28,7 +29,6 @@ ShareGroupPath = Annotated[
     str, Path(pattern=SHARE_GROUP_PATTERN, description="^[A-Za-z0-9._-]{1,245}$ (its dead letters go to DLQ.{group})")
 ]
 ShareGroupName = Annotated[str, Field(pattern=SHARE_GROUP_PATTERN)]
-TxnPath = Annotated[str, Path(min_length=1, max_length=64, pattern=r"^[^\x00]*$")]
 # A receipt is any string: one the broker did not sign is answered per ack (UNKNOWN_RECEIPT), not refused.
 ReceiptIn = str
 DEFAULT_RECEIVE_MESSAGES = 100
@@ -161,7 +161,7 @@ async def acknowledge(group: ShareGroupPath, body: ShareAcks, request: Request) 
 @rights(require(GROUP, READ, path("group")))
 async def extend(group: ShareGroupPath, body: ShareExtend, request: Request) -> Response:
     broker = broker_of(request)
-    check_count(broker, len(body.receipts))
+    check_batch_size(broker, len(body.receipts))
     check_lock_ms(broker.settings, body.lock_ms)
     return outcomes(await broker.shares.extend(group, body.receipts, body.lock_ms))
 
@@ -204,7 +204,7 @@ async def acknowledge_in_transaction(txn_id: TxnPath, body: TransactionAcks, req
     """The receipts' messages stay locked while the transaction is open; accepted if it commits, released
     (delivery counts kept) if it aborts or times out. A receipt answered ``ok: false`` is not part of it."""
     broker = broker_of(request)
-    check_count(broker, len(body.receipts))
+    check_batch_size(broker, len(body.receipts))
     return outcomes(await broker.shares.acknowledge_in_transaction(txn_id, body.group, body.receipts))
 
 
@@ -213,14 +213,8 @@ def check_lock_ms(settings: Settings, lock_ms: int) -> None:
         raise ValidationFailed(f"lock_ms must lie in {settings.share_min_lock_ms}..{settings.share_max_lock_ms}")
 
 
-def check_count(broker: BrokerHandle, count: int) -> None:
-    limit = broker.settings.max_batch_messages
-    if count > limit:
-        raise ValidationFailed(f"{count} receipts in one request is over the limit of {limit}")
-
-
 def acknowledgements(broker: BrokerHandle, acks: list[AckIn]) -> list[Acknowledgement]:
-    check_count(broker, len(acks))
+    check_batch_size(broker, len(acks))
     checked = []
     for ack in acks:
         if ack.delay_ms is not None and ack.type != "RELEASE":

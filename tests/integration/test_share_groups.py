@@ -342,3 +342,16 @@ def test_acknowledgements_on_a_waiting_receive_are_applied_at_once(jobs: TestCli
     answer = jobs.post(f"/v1/share-groups/{GROUP}/receive", json=body).json()
     assert answer["messages"] == [] and answer["results"][0]["ok"]
     assert describe(jobs)["topics"][0]["accepted"] == 1
+
+
+def test_too_many_receipts_in_one_request(database_url: str) -> None:
+    with TestClient(create_app(make_settings(database_url, max_batch_messages=2))) as client:
+        three = [{"receipt": "r", "type": "ACCEPT"}] * 3
+        for path, body in (
+            ("/v1/share-groups/g/acks", {"acks": three}),
+            ("/v1/share-groups/g/extend", {"receipts": ["r"] * 3, "lock_ms": 1000}),
+            ("/v1/share-groups/g/receive", {"topic": "jobs", "acks": three}),
+            ("/v1/transactions/txn-x/acks", {"group": "g", "receipts": ["r"] * 3}),
+        ):
+            response = client.post(path, json=body)
+            assert (response.status_code, error_code(response)) == (400, "INVALID_REQUEST"), path
