@@ -7,7 +7,7 @@ from contextlib import asynccontextmanager
 
 from fastapi import FastAPI
 
-from app.api import half_routes, log_routes, ops_routes, txn_routes
+from app.api import console_routes, half_routes, log_routes, ops_routes, txn_routes
 from app.api.encoding import MessageLimits
 from app.api.errors import install_error_handlers
 from app.api.middleware import AccessLogMiddleware, BodyLimitMiddleware, MetricsMiddleware, enable_access_log
@@ -48,6 +48,7 @@ def create_app(settings: Settings | None = None) -> FastAPI:
     app.include_router(txn_routes.router)
     app.include_router(half_routes.router)
     app.include_router(ops_routes.router)
+    app.include_router(console_routes.router)
     app.add_middleware(BodyLimitMiddleware, max_bytes=settings.max_request_bytes)
     app.add_middleware(MetricsMiddleware)
     if settings.access_log:  # outermost, so a line's duration covers all the broker did
