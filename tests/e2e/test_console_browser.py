@@ -116,7 +116,8 @@ def test_every_page_renders_the_brokers_data(
     url = broker.url
 
     open_page(page, f"{url}/console")
-    expect(page.locator('[data-figure="topics"]')).to_have_text("2")
+    topics = httpx.get(f"{url}/v1/topics").json()["topics"]  # orders, payments (and DLQ.shipping with share groups)
+    expect(page.locator('[data-figure="topics"]')).to_have_text(str(len(topics)))
     expect(page.locator('[data-slot="half-states"]')).to_contain_text("PREPARED")
     expect(page.locator('[data-slot="topic-rates"]')).to_contain_text("orders")
 
@@ -136,9 +137,16 @@ def test_every_page_renders_the_brokers_data(
     open_page(page, f"{url}/console/groups?group=billing")
     expect(page.locator('[data-slot="group-offsets"] tbody tr')).to_have_count(3)
     expect(page.locator('[data-slot="group-offsets"]')).to_contain_text("Total lag")
+    members = page.locator('[data-slot="group-members"]')
+    if data.groups_offered:  # a live member, with its assignment
+        expect(page.locator('[data-slot="group-list"]')).to_contain_text("billing")
+        expect(members).to_contain_text("orders-0")
+    else:
+        expect(members).to_contain_text("Not offered by this broker")
 
     open_page(page, f"{url}/console/share-groups?group=shipping")
-    expect(page.locator('[data-slot="share-detail"]')).not_to_be_empty()
+    share = page.locator('[data-slot="share-detail"]')
+    expect(share).to_contain_text("orders" if data.share_groups_offered else "Not offered by this broker")
 
     open_page(page, f"{url}/console/half-messages")
     expect(page.locator('[data-slot="half-list"] tbody tr')).to_have_count(5)

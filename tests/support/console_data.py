@@ -16,6 +16,15 @@ class ConsoleData:
     prepared_ids: tuple[str, ...]  # half messages still PREPARED, in the group "checkout"
     hanging_txn_id: str  # an open transaction of the transactional producer "etl-orders", on orders-1
     committed_txn_id: str
+    groups_offered: bool  # the broker has consumer groups with members: "billing" has one
+    share_groups_offered: bool  # the broker has share groups: "shipping" has received from orders
+
+
+def offered(response: httpx.Response) -> bool:
+    """False when the broker serves no such route (a feature of another branch, or an older broker)."""
+    if response.status_code not in (404, 405):
+        return True
+    return response.json().get("error", {}).get("code") not in ("NOT_FOUND", "METHOD_NOT_ALLOWED")
 
 
 def ok(response: httpx.Response) -> dict[str, object]:
@@ -73,4 +82,16 @@ def seed(url: str, *, hanging_timeout_ms: int = 600_000, prepared_immunity_secon
         prepared = tuple(prepare(n) for n in range(3))
         ok(client.post(f"/v1/half-messages/{prepare(3)}/commit"))
         ok(client.post(f"/v1/half-messages/{prepare(4)}/rollback"))
-        return ConsoleData(prepared, str(hanging), str(committed))
+
+        # Where the broker has them: a live member of billing, and a share group part of the way through orders.
+        joined = client.post("/v1/groups/billing/members", json={"topics": ["orders"]})
+        groups_offered = offered(joined)
+        if groups_offered:
+            ok(joined)
+        received = client.post("/v1/share-groups/shipping/receive", json={"topic": "orders", "max_messages": 6})
+        share_groups_offered = offered(received)
+        if share_groups_offered:
+            receipts = [m["receipt"] for m in ok(received)["messages"]]  # type: ignore[attr-defined]
+            acks = [{"receipt": r, "type": "ACCEPT"} for r in receipts[:4]] + [{"receipt": receipts[4], "type": "REJECT"}]
+            ok(client.post("/v1/share-groups/shipping/acks", json={"acks": acks}))
+        return ConsoleData(prepared, str(hanging), str(committed), groups_offered, share_groups_offered)

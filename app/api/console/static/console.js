@@ -534,12 +534,26 @@ function topicsPage() {
     fill("topic-list", list());
   }
 
+  // The first page of messages may come from the URL: ?topic=&partition=&offset=&count=&isolation=
+  const link = new URLSearchParams(location.search);
+  let linked = true;
+
   function setUpBrowser(topic) {
     const select = $("#browse-partition");
-    const keep = select.value;
+    const keep = linked && link.get("partition") !== null ? link.get("partition") : select.value;
     fill(select, topic.partitions.map((p) => h("option", { value: p.partition }, String(p.partition))));
     if (keep && topic.partitions.some((p) => String(p.partition) === keep)) select.value = keep;
     $("#message-browser").hidden = false;
+    if (linked) {
+      linked = false;
+      if (link.get("count")) $("#browse-count").value = link.get("count");
+      if (["read_committed", "read_uncommitted"].includes(link.get("isolation"))) $("#browse-isolation").value = link.get("isolation");
+      if (link.get("offset") !== null) {
+        $("#browse-offset").value = link.get("offset");
+        fetchMessages();
+        return;
+      }
+    }
     latest();
   }
 
@@ -591,8 +605,8 @@ function topicsPage() {
               num: true,
               cell: (m) => (m.offset >= stable ? [number(m.offset), " ", h("span", { class: "badge state-open", title: "at or past the last stable offset: its transaction is not finished" }, "unstable")] : number(m.offset)),
             },
-            { title: "Time", cell: (m) => h("time", { datetime: new Date(m.timestamp).toISOString() }, clock(m.timestamp)) },
-            { title: "Key", cell: (m) => (m.key === null ? h("span", { class: "muted" }, "null") : ident(m.key)) },
+            { title: "Time", cls: "nowrap", cell: (m) => h("time", { datetime: new Date(m.timestamp).toISOString() }, clock(m.timestamp)) },
+            { title: "Key", cls: "nowrap", cell: (m) => (m.key === null ? h("span", { class: "muted" }, "null") : ident(m.key)) },
             { title: "Value", cls: "value-cell", cell: valueCell },
             { title: "Headers", cell: (m) => (Object.keys(m.headers || {}).length ? h("code", {}, JSON.stringify(m.headers)) : "") },
           ],
@@ -978,6 +992,8 @@ function transactionsPage() {
     if (id && slot("txn-detail").childElementCount) await lookUp(id);
   }
 
+  const wanted = queryParam("state");
+  if (wanted !== null) $("#txn-state").value = wanted === "any" ? "" : wanted;
   $("#txn-filter").addEventListener("submit", (e) => {
     e.preventDefault();
     list();
