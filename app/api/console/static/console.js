@@ -13,7 +13,9 @@ const TOKEN_KEY = "halfmq.console.token";
 const RECENT_SHARES_KEY = "halfmq.console.share-groups";
 const UNFINISHED = ["OPEN", "PREPARE_COMMIT", "PREPARE_ABORT"];
 const HALF_STATES = ["PREPARED", "DISCARDED", "COMMITTED", "ROLLED_BACK"];
-const HALF_COUNT_LIMIT = 1000;
+// How far the overview counts half messages of each state: exactly where an operator may have
+// to act, roughly for the history (a count is a listing, and long listings are slow to send).
+const HALF_COUNT_LIMITS = { PREPARED: 1000, DISCARDED: 1000, COMMITTED: 100, ROLLED_BACK: 100 };
 const REFRESH_MS = 5000;
 
 /* ---------- the API ---------- */
@@ -372,7 +374,7 @@ function overviewPage() {
 
   async function halfStates() {
     const counts = await Promise.all(
-      HALF_STATES.map((state) => api("GET", "/v1/half-messages", { params: { state, limit: HALF_COUNT_LIMIT } }))
+      HALF_STATES.map((state) => api("GET", "/v1/half-messages", { params: { state, limit: HALF_COUNT_LIMITS[state] } }))
     );
     const prepared = counts[0].half_messages;
     const oldest = prepared.reduce((min, m) => Math.min(min, m.born_timestamp), Infinity);
@@ -385,7 +387,7 @@ function overviewPage() {
           return h(
             "li",
             {},
-            pageLink("half-messages", { state }, [badge(state), h("span", { class: "count" }, n >= HALF_COUNT_LIMIT ? `${number(n)}+` : number(n))])
+            pageLink("half-messages", { state }, [badge(state), h("span", { class: "count" }, n >= HALF_COUNT_LIMITS[state] ? `${number(n)}+` : number(n))])
           );
         })
       ),
