@@ -1,13 +1,15 @@
-"""The console's pages and static files as the broker serves them (no database: they hold no data).
+"""The console's pages and static files as the broker serves them.
 
 What the pages show is tested in a real browser (tests/e2e/test_console_browser.py);
 here: every page answers, carries its security headers and is left out of the API's
 schema, static files are cached by ETag, and a wheel built from pyproject carries them.
+The pages hold no data and run no query, so one broker on SQLite serves every test.
 """
 
 from __future__ import annotations
 
 import tomllib
+from collections.abc import Iterator
 from fnmatch import fnmatch
 from pathlib import Path
 
@@ -16,14 +18,16 @@ from fastapi.testclient import TestClient
 
 from app.api.console_routes import CONSOLE_DIR, PAGES, Page
 from app.main import create_app
-from half_store.settings import Settings
+from tests.integration.conftest import make_settings
+from tests.support.databases import SqliteDatabases
 
 REPO = Path(__file__).resolve().parents[2]
 
 
 @pytest.fixture(scope="module")
-def client() -> TestClient:
-    return TestClient(create_app(Settings(database_url="sqlite://")))  # no lifespan: no broker is started
+def client(sqlite_databases: SqliteDatabases) -> Iterator[TestClient]:
+    with TestClient(create_app(make_settings(sqlite_databases.new()))) as running:
+        yield running
 
 
 @pytest.mark.parametrize("page", PAGES, ids=lambda p: p.name)
