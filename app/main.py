@@ -15,6 +15,7 @@ from fastapi.routing import APIRoute
 from app.api import (
     access_routes,
     admin_routes,
+    console_routes,
     group_routes,
     half_routes,
     log_routes,
@@ -79,6 +80,7 @@ def create_app(settings: Settings | None = None) -> FastAPI:
     app.include_router(access_routes.router)
     app.include_router(share_routes.router)
     app.include_router(ops_routes.router)
+    app.include_router(console_routes.router)
     app.add_middleware(BodyLimitMiddleware, max_bytes=settings.max_request_bytes)
     app.add_middleware(ListingFilterMiddleware)
     app.add_middleware(MetricsMiddleware)

@@ -10,7 +10,7 @@ from __future__ import annotations
 
 import typer
 
-from app.cli import access, groups, replicate, server, share
+from app.cli import access, consume, groups, half, produce, replicate, server, share, topics, txn
 
 cli = typer.Typer(help="halfmq: a transactional message broker.", no_args_is_help=True)
 cli.command()(server.serve)
@@ -24,6 +24,12 @@ cli.command()(replicate.replicate)
 cli.command(context_settings={"allow_extra_args": True, "ignore_unknown_options": True, "help_option_names": []})(
     server.bench
 )
+# The client verbs: an operator's view of a running broker, over its HTTP API.
+cli.add_typer(topics.topics_cli, name="topics")
+cli.command()(produce.produce)
+cli.command()(consume.consume)
+cli.add_typer(txn.txn_cli, name="txn")
+cli.add_typer(half.half_cli, name="half")
 
 
 def main() -> None:

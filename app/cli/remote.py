@@ -36,21 +36,32 @@ EXIT_NOT_FOUND = 3
 EXIT_CONFLICT = 4
 EXIT_UNAUTHORIZED = 5  # 401 or 403
 EXIT_UNAVAILABLE = 6  # no answer, or a 5xx
+EXIT_NOT_OFFERED = 7  # the broker has no such endpoint (an older broker, or a feature it was built without)
+
+# The codes of the broker's answer to a route it does not serve (not to an unknown topic, group, ...).
+ROUTE_NOT_SERVED = ("NOT_FOUND", "METHOD_NOT_ALLOWED")
 
 out = Console()
 err = Console(stderr=True)
 
 
+class NotOfferedError(HalfmqError):
+    """The broker answered that it serves no such route: the verb needs a newer broker."""
+
+
 def exit_code_for(error: HalfmqError) -> int:
     if isinstance(error, BrokerUnavailableError) or (error.status or 0) >= 500:
         return EXIT_UNAVAILABLE
+    if isinstance(error, NotOfferedError):
+        return EXIT_NOT_OFFERED
     return {401: EXIT_UNAUTHORIZED, 403: EXIT_UNAUTHORIZED, 404: EXIT_NOT_FOUND, 409: EXIT_CONFLICT}.get(
         error.status or 0, EXIT_REFUSED
     )
 
 
 def fail(message: str, code: int = EXIT_REFUSED) -> NoReturn:
-    err.print(f"[red]error:[/red] {message}", highlight=False)
+    # One line, however narrow the terminal: a script may grep it.
+    err.print(f"[red]error:[/red] {message}", highlight=False, soft_wrap=True)
     raise typer.Exit(code)
 
 
@@ -72,9 +83,18 @@ class Remote:
     ) -> Any:
         """The parsed answer of ``method path``; a refusal raises the SDK's typed error."""
         query = {k: v for k, v in (params or {}).items() if v is not None}
-        return self.transport.call(
-            Call(method, path, parse=lambda answer: answer, json=body, params=query, idempotent=idempotent)
-        )
+        try:
+            return self.transport.call(
+                Call(method, path, parse=lambda answer: answer, json=body, params=query, idempotent=idempotent)
+            )
+        except HalfmqError as error:
+            if error.code in ROUTE_NOT_SERVED:  # say what is missing, not just "no such endpoint"
+                raise NotOfferedError(
+                    f"the broker does not offer {method} {path} ({error.message}); it may be older than this CLI",
+                    code=error.code,
+                    status=error.status,
+                ) from error
+            raise
 
     def show(self, answer: Any, render: Callable[[Any], RenderableType | str]) -> None:
         """Print ``answer``: as JSON with ``--json``, else as ``render`` makes it."""

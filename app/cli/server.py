@@ -1,16 +1,22 @@
-"""The broker's own verbs: ``serve``, ``db upgrade`` and ``bench``."""
+"""The broker's own verbs: ``serve``, ``db upgrade|current|downgrade`` and ``bench``."""
 
 from __future__ import annotations
 
+import json
 import os
 import subprocess
 import sys
-from typing import Annotated, Any
+from collections.abc import Iterator
+from contextlib import contextmanager
+from typing import TYPE_CHECKING, Annotated, Any
 
 import typer
 from rich.console import Console
 
 from half_store.settings import Settings
+
+if TYPE_CHECKING:
+    from sqlalchemy.engine import Engine
 
 db_cli = typer.Typer(help="Database schema management.", no_args_is_help=True)
 console = Console(stderr=True)
@@ -90,6 +96,75 @@ def db_upgrade(
     """Apply the Alembic migrations to the database."""
     migrate(settings_with(database_url=database_url).database_url, revision)
     console.print(f"[green]database at {revision}[/green]")
+
+
+@db_cli.command("current")
+def db_current(
+    database_url: Annotated[str | None, typer.Option(help="SQLAlchemy URL [env HALFMQ_DATABASE_URL]")] = None,
+    as_json: Annotated[bool, typer.Option("--json", help="Print JSON")] = False,
+) -> None:
+    """The database's schema revision, and whether it is the newest this broker knows (exit code 1 if not)."""
+    from half_store.storage.migrate import revisions
+
+    with database_of(settings_with(database_url=database_url).database_url) as engine:
+        found = revisions(engine)
+    if as_json:
+        sys.stdout.write(json.dumps({"current": found.current, "head": found.head, "at_head": found.at_head}) + "\n")
+    elif found.at_head:
+        Console().print(f"{found.current} [green](head)[/green]", highlight=False)
+    else:
+        behind = "no schema yet" if found.current is None else f"{found.current}"
+        Console().print(f"{behind} [yellow](head is {found.head}; halfmq db upgrade)[/yellow]", highlight=False)
+    if not found.at_head:
+        raise typer.Exit(1)
+
+
+@db_cli.command("downgrade")
+def db_downgrade(
+    revision: Annotated[str, typer.Argument(help="Target revision (such as 0001), -1 for one step, or base", show_default=False)],
+    yes: Annotated[bool, typer.Option("--yes", help="Really downgrade: the tables of later revisions are dropped")] = False,
+    database_url: Annotated[str | None, typer.Option(help="SQLAlchemy URL [env HALFMQ_DATABASE_URL]")] = None,
+) -> None:
+    """Take the schema back to REVISION, dropping what later revisions added (and its data). Needs --yes.
+
+    Stop the brokers first: a broker migrates its database up again when it starts.
+    """
+    from alembic.util import CommandError
+
+    from half_store.storage.migrate import downgrade, revisions
+
+    with database_of(settings_with(database_url=database_url).database_url) as engine:
+        before = revisions(engine).current
+        if not yes:
+            console.print(
+                f"[red]error:[/red] this takes the database from {before} back to {revision} and drops what the "
+                "revisions in between added, with its data; run again with --yes"
+            )
+            raise typer.Exit(2)
+        try:
+            downgrade(engine, revision)
+        except CommandError as error:
+            console.print(f"[red]error:[/red] {error}")
+            raise typer.Exit(1) from None
+        after = revisions(engine).current
+    console.print(f"[green]database downgraded from {before} to {after or 'base (no schema)'}[/green]")
+
+
+@contextmanager
+def database_of(database_url: str) -> Iterator[Engine]:
+    """The database's writer engine; one that cannot be reached is a message and exit code 6, not a traceback."""
+    from sqlalchemy.exc import OperationalError
+
+    from half_store.storage.database import open_database
+
+    database = open_database(database_url)
+    try:
+        yield database.writer
+    except OperationalError as error:
+        console.print(f"[red]error:[/red] cannot reach the database: {error.orig or error}")
+        raise typer.Exit(6) from None
+    finally:
+        database.dispose()
 
 
 def migrate(database_url: str, revision: str = "head") -> None:

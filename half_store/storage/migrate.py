@@ -1,11 +1,14 @@
-"""Apply the Alembic migrations programmatically (``halfmq db upgrade`` and ``serve``)."""
+"""The Alembic migrations, run programmatically (``halfmq db upgrade|downgrade|current`` and ``serve``)."""
 
 from __future__ import annotations
 
+from dataclasses import dataclass
 from pathlib import Path
 
 from alembic import command
 from alembic.config import Config
+from alembic.runtime.migration import MigrationContext
+from alembic.script import ScriptDirectory
 from sqlalchemy import text
 from sqlalchemy.engine import Engine
 
@@ -32,3 +35,36 @@ def upgrade(engine: Engine, revision: str = "head") -> None:
             connection.execute(text("SELECT pg_advisory_xact_lock(:id)"), {"id": _MIGRATION_LOCK_ID})
         config.attributes["connection"] = connection
         command.upgrade(config, revision)
+
+
+def downgrade(engine: Engine, revision: str) -> None:
+    """Take the database behind ``engine`` back to ``revision`` (``base``: no tables at all)."""
+    config = alembic_config(engine.url.render_as_string(hide_password=False))
+    with engine.begin() as connection:
+        if connection.dialect.name == "postgresql":
+            connection.execute(text("SELECT pg_advisory_xact_lock(:id)"), {"id": _MIGRATION_LOCK_ID})
+        config.attributes["connection"] = connection
+        command.downgrade(config, revision)
+
+
+@dataclass(frozen=True)
+class Revisions:
+    """Where a database stands: its revision (None before any migration) and the newest one known."""
+
+    current: str | None
+    head: str
+    history: tuple[str, ...]  # every known revision, oldest first
+
+    @property
+    def at_head(self) -> bool:
+        return self.current == self.head
+
+
+def revisions(engine: Engine) -> Revisions:
+    script = ScriptDirectory.from_config(alembic_config(engine.url.render_as_string(hide_password=False)))
+    with engine.connect() as connection:
+        current = MigrationContext.configure(connection).get_current_revision()
+    history = tuple(reversed([r.revision for r in script.walk_revisions()]))
+    head = script.get_current_head()
+    assert head is not None, "the migrations have one head"
+    return Revisions(current, head, history)

@@ -1,0 +1,110 @@
+"""What the client verbs share besides the connection: times, durations, sizes and state colours.
+
+Answers carry times as milliseconds since the epoch; an operator reads ages ("4m 10s
+ago") and local clock times. Flags take durations and sizes the way operators write
+them (``30s``, ``7d``, ``512MiB``) and send the API its plain integers.
+"""
+
+from __future__ import annotations
+
+import re
+import time
+from datetime import datetime
+from urllib.parse import quote
+
+import typer
+
+_DURATION_UNITS_MS = {"ms": 1, "s": 1000, "m": 60_000, "h": 3_600_000, "d": 86_400_000, "w": 604_800_000}
+_DURATION = re.compile(r"^(\d+)\s*(ms|s|m|h|d|w)?$")
+_SIZE_UNITS = {"": 1, "k": 1024, "m": 1024**2, "g": 1024**3, "t": 1024**4}
+_SIZE = re.compile(r"^(\d+)\s*([kmgt]?)(i?b)?$")
+
+# Rich styles of the states an operator scans for: what needs attention is red or yellow.
+STATE_STYLES = {
+    "PREPARED": "yellow",
+    "COMMITTED": "green",
+    "ROLLED_BACK": "blue",
+    "DISCARDED": "red",
+    "OPEN": "yellow",
+    "PREPARE_COMMIT": "yellow",
+    "PREPARE_ABORT": "yellow",
+    "ABORTED": "blue",
+    "TIMED_OUT": "red",
+    "STABLE": "green",
+    "RECONCILING": "yellow",
+    "EMPTY": "dim",
+}
+OPEN_TXN_STATES = ("OPEN", "PREPARE_COMMIT", "PREPARE_ABORT")
+
+
+def segment(name: str) -> str:
+    """``name`` as one path segment: group and transactional ids may hold any character but NUL."""
+    return quote(name, safe="")
+
+
+def now_ms() -> int:
+    return int(time.time() * 1000)
+
+
+def styled_state(state: str) -> str:
+    style = STATE_STYLES.get(state)
+    return f"[{style}]{state}[/{style}]" if style else state
+
+
+def span(ms: int | None) -> str:
+    """A duration as an operator says it: ``850ms``, ``42s``, ``3m 07s``, ``2h 05m``, ``3d 4h``."""
+    if ms is None:
+        return "-"
+    if ms < 1000:
+        return f"{ms}ms"
+    seconds = ms // 1000
+    if seconds < 60:
+        return f"{seconds}s"
+    minutes, seconds = divmod(seconds, 60)
+    if minutes < 60:
+        return f"{minutes}m {seconds:02d}s"
+    hours, minutes = divmod(minutes, 60)
+    if hours < 48:
+        return f"{hours}h {minutes:02d}m"
+    days, hours = divmod(hours, 24)
+    return f"{days}d {hours}h"
+
+
+def ago(at_ms: int | None, now: int | None = None) -> str:
+    if at_ms is None:
+        return "-"
+    return f"{span(max(0, (now or now_ms()) - at_ms))} ago"
+
+
+def clock(at_ms: int | None) -> str:
+    """A local wall-clock time, to the second."""
+    if at_ms is None:
+        return "-"
+    return datetime.fromtimestamp(at_ms / 1000).strftime("%Y-%m-%d %H:%M:%S")
+
+
+def parse_duration_ms(text: str) -> int:
+    """``500ms``, ``30s``, ``5m``, ``2h``, ``7d``, ``1w``; a bare number is milliseconds."""
+    match = _DURATION.match(text.strip().lower())
+    if match is None:
+        raise typer.BadParameter(f"{text!r} is not a duration (such as 500ms, 30s, 5m, 2h, 7d)")
+    return int(match.group(1)) * _DURATION_UNITS_MS[match.group(2) or "ms"]
+
+
+def parse_size_bytes(text: str) -> int:
+    """``1048576``, ``512k``, ``512KiB``, ``100MB``, ``2g``: binary multiples (1k = 1024 bytes)."""
+    match = _SIZE.match(text.strip().lower())
+    if match is None:
+        raise typer.BadParameter(f"{text!r} is not a size (such as 1048576, 512KiB, 100MiB, 2GiB)")
+    return int(match.group(1)) * _SIZE_UNITS[match.group(2)]
+
+
+def size(count: int | None) -> str:
+    if count is None:
+        return "-"
+    value = float(count)
+    for unit in ("B", "KiB", "MiB", "GiB"):
+        if value < 1024 or unit == "GiB":
+            return f"{value:.0f} {unit}" if unit == "B" else f"{value:.1f} {unit}"
+        value /= 1024
+    raise AssertionError("unreachable")
