@@ -1,19 +1,24 @@
 """Sans-I/O bookkeeping shared by :class:`~sdk.ShareConsumer` and :class:`~sdk.AsyncShareConsumer`.
 
 Which receipts a consumer holds, when each lock runs out by the consumer's own clock,
-and which are due for renewal; the two consumer classes only send the requests.
+which are due for renewal, which acknowledgements wait for the next receive, and the
+requests that follow from all that (:class:`ShareCore`); the two consumer classes
+only send the requests and wait.
 """
 
 from __future__ import annotations
 
 import logging
 import threading
-from collections.abc import Iterable, Sequence
+import time
+from collections.abc import Callable, Iterable, Sequence
 from dataclasses import dataclass
 
+from sdk import _api
 from sdk._api import ShareAck
-from sdk.errors import HalfmqError, ReceiptExpiredError, UnknownReceiptError
-from sdk.models import AckResult, ReceivedMessage
+from sdk._http import Call
+from sdk.errors import HalfmqError, IllegalStateError, ReceiptExpiredError, UnknownReceiptError
+from sdk.models import AckResult, ReceivedMessage, ShareGroupInfo
 
 logger = logging.getLogger("halfmq.sdk")
 
@@ -144,3 +149,106 @@ class HeldLocks:
     def check_interval(self) -> float:
         """How often to look for locks to renew: often enough to renew each one in its second half."""
         return max(0.05, min(1.0, self.lock_ms / 4000))
+
+
+Received = tuple[list[ReceivedMessage], list[AckResult]]
+ACK_KINDS = ("ACCEPT", "RELEASE", "REJECT")
+
+
+@dataclass(frozen=True)
+class ReceiveRequest:
+    """A receive about to be sent: the call, the deferred acknowledgements it carries, when it left."""
+
+    call: Call[Received]
+    acks: list[ShareAck]
+    asked_at: float
+
+
+class ShareCore:
+    """What a share consumer knows and decides, whichever way it waits for the broker."""
+
+    def __init__(
+        self,
+        group: str,
+        topic: str,
+        *,
+        max_messages: int,
+        lock_ms: int,
+        ordered: bool,
+        max_extension: float | None,
+        on_acknowledged: Callable[[list[AckResult]], None],
+    ) -> None:
+        self.group = group
+        self.topic = topic
+        self.max_messages = max_messages
+        self.lock_ms = lock_ms
+        self.ordered = ordered
+        self.held = HeldLocks(lock_ms, max_extension)
+        self.pending = PendingAcks()
+        self.on_acknowledged = on_acknowledged
+        self.closed = False
+
+    def check_open(self) -> None:
+        if self.closed:
+            raise IllegalStateError("share consumer is closed")
+
+    def receive(self, max_messages: int | None, timeout: float) -> ReceiveRequest:
+        """The next receive, carrying every deferred acknowledgement."""
+        self.check_open()
+        acks = self.pending.take()
+        call = _api.share_receive(
+            self.group, self.topic, max_messages=max_messages or self.max_messages, lock_ms=self.lock_ms,
+            max_wait_ms=min(int(max(0.0, timeout) * 1000), MAX_BROKER_WAIT_MS), ordered=self.ordered, acks=acks,
+        )
+        return ReceiveRequest(call, acks, time.monotonic())
+
+    def received(self, request: ReceiveRequest, answer: Received) -> list[ReceivedMessage]:
+        messages, results = answer
+        self.held.forget(receipt for receipt, _, _ in request.acks)
+        self.held.hold(messages, request.asked_at)
+        if results:
+            self.on_acknowledged(results)
+        return messages
+
+    def not_received(self, request: ReceiveRequest) -> None:
+        """The receive failed: its acknowledgements wait for the next one."""
+        self.pending.restore(request.acks)
+
+    def acknowledgements(self, messages: Receipted | Iterable[Receipted], kind: str, delay_ms: int) -> list[ShareAck]:
+        if kind not in ACK_KINDS:
+            raise ValueError(f"kind must be ACCEPT, RELEASE or REJECT, not {kind!r}")
+        return [(r, kind, delay_ms if kind == "RELEASE" else None) for r in receipts_of(messages)]
+
+    def defer(self, messages: Receipted | Iterable[Receipted], kind: str, delay_ms: int) -> None:
+        self.pending.add(self.acknowledgements(messages, kind, delay_ms))
+
+    def settle(self, messages: list[ReceivedMessage], failed: set[str]) -> None:
+        """After ``process``: ACCEPT what its handler took, RELEASE what it failed on, with the next receive;
+        a message the handler acknowledged itself is left as it is."""
+        settled = [
+            (m.receipt, "RELEASE" if m.receipt in failed else "ACCEPT", None)
+            for m in messages
+            if self.held.holds(m.receipt) and m.receipt not in self.pending
+        ]
+        self.pending.add(settled)
+
+    def send(self, acks: list[ShareAck]) -> Call[list[AckResult]] | None:
+        """The request that acknowledges ``acks`` now (None: nothing to send); their locks are no longer renewed."""
+        self.check_open()
+        if not acks:
+            return None
+        self.held.forget(receipt for receipt, _, _ in acks)
+        return _api.share_acks(self.group, acks)
+
+    def extend(self, messages: Receipted | Iterable[Receipted], lock_ms: int | None) -> Call[list[AckResult]] | None:
+        self.check_open()
+        receipts = receipts_of(messages)
+        return _api.share_extend(self.group, receipts, lock_ms or self.lock_ms) if receipts else None
+
+    def release_held(self) -> Call[list[AckResult]] | None:
+        """On close: give back what is still held, so the group gets it now rather than when the locks run out."""
+        held = self.held.receipts()
+        return _api.share_acks(self.group, [(r, "RELEASE", None) for r in held]) if held else None
+
+    def describe(self) -> Call[ShareGroupInfo]:
+        return _api.describe_share_group(self.group)

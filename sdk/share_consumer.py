@@ -16,6 +16,7 @@ renews its lock, so slow work does not lose it; ``auto_extend=False`` turns that
 ``acknowledge(messages, kind)`` instead defers it to the next ``receive`` (or ``flush``,
 or ``close``), which carries it, as Kafka's share consumer does: a loop of receive and
 acknowledge then costs one request and one commit per batch. ``process`` works that way.
+The bookkeeping is :class:`sdk._share_core.ShareCore`, shared with the asyncio twin.
 """
 
 from __future__ import annotations
@@ -27,21 +28,17 @@ from collections.abc import Callable, Iterable, Iterator
 from types import TracebackType
 from typing import Any
 
-from sdk import _api
 from sdk._api import ShareAck
-from sdk._http import DEFAULT_MAX_CONNECTIONS, DEFAULT_TIMEOUT, RetryPolicy, Transport
+from sdk._http import DEFAULT_MAX_CONNECTIONS, DEFAULT_TIMEOUT, Call, RetryPolicy, Transport
 from sdk._share_core import (
     DEFAULT_LOCK_MS,
     DEFAULT_MAX_EXTENSION,
     DEFAULT_MAX_MESSAGES,
-    MAX_BROKER_WAIT_MS,
-    HeldLocks,
-    PendingAcks,
     Receipted,
+    ShareCore,
     receipts_of,
     report,
 )
-from sdk.errors import IllegalStateError
 from sdk.models import AckResult, ReceivedMessage, ShareGroupInfo
 
 logger = logging.getLogger("halfmq.sdk")
@@ -77,21 +74,27 @@ class ShareConsumer:
         max_connections: int = DEFAULT_MAX_CONNECTIONS,
     ) -> None:
         self.url = url.rstrip("/")
-        self.group = group
-        self.topic = topic
-        self.max_messages = max_messages
-        self.lock_ms = lock_ms
-        self.ordered = ordered
-        self.held = HeldLocks(lock_ms, max_extension)
-        self.pending = PendingAcks()
-        self.on_acknowledged = on_acknowledged
+        self.core = ShareCore(
+            group, topic, max_messages=max_messages, lock_ms=lock_ms, ordered=ordered, max_extension=max_extension,
+            on_acknowledged=on_acknowledged,
+        )
         self._transport = Transport(
             self.url, timeout=timeout, retry=retry, max_connections=max_connections, token=token
         )
-        self._closed = threading.Event()
+        self._stopping = threading.Event()
         self._keeper = threading.Thread(target=self._keep_locks, name="halfmq-share-locks", daemon=True)
         if auto_extend:
             self._keeper.start()
+
+    @property
+    def group(self) -> str:
+        """The share group this consumer takes messages for."""
+        return self.core.group
+
+    @property
+    def topic(self) -> str:
+        """The topic it receives from."""
+        return self.core.topic
 
     # --- receiving ---------------------------------------------------------------------
 
@@ -100,28 +103,17 @@ class ShareConsumer:
 
         Deferred acknowledgements go with it; their results reach ``on_acknowledged``.
         """
-        self._check_open()
-        wait_ms = min(int(max(0.0, timeout) * 1000), MAX_BROKER_WAIT_MS)
-        acks = self.pending.take()
-        call = _api.share_receive(
-            self.group, self.topic, max_messages=max_messages or self.max_messages, lock_ms=self.lock_ms,
-            max_wait_ms=wait_ms, ordered=self.ordered, acks=acks,
-        )
-        asked_at = time.monotonic()
+        request = self.core.receive(max_messages, timeout)
         try:
-            messages, results = self._transport.call(call)
+            answer = self._transport.call(request.call)
         except Exception:
-            self.pending.restore(acks)
+            self.core.not_received(request)
             raise
-        self.held.forget(receipt for receipt, _, _ in acks)
-        self.held.hold(messages, asked_at)
-        if results:
-            self.on_acknowledged(results)
-        return messages
+        return self.core.received(request, answer)
 
     def __iter__(self) -> Iterator[ReceivedMessage]:
         """Yield messages one by one until :meth:`close`; acknowledge each."""
-        while not self._closed.is_set():
+        while not self.core.closed:
             yield from self.receive(timeout=1.0)
 
     def process(
@@ -130,89 +122,76 @@ class ShareConsumer:
         """Receive one batch and run ``handler`` on each message (its lock renewed meanwhile).
 
         A message whose handler returned is accepted, one whose handler raised is released
-        for another try (the exception is logged), both in one request at the end; a message
-        the handler acknowledged itself is left as it is. Returns how many were received.
-        The acknowledgements are deferred: the next ``receive`` or ``process`` carries them
-        (``flush`` or ``close`` sends them at once).
+        for another try (the exception is logged); a message the handler acknowledged itself
+        is left as it is. The acknowledgements are deferred: the next ``receive`` or
+        ``process`` carries them (``flush`` or ``close`` sends them at once). Returns how
+        many messages were received.
         """
         messages = self.receive(max_messages, timeout)
-        outcomes: list[ShareAck] = []
+        failed = set()
         for message in messages:
             try:
                 handler(message)
             except Exception:
                 logger.exception("share-group handler failed on %s/%s@%s; releasing it",
                                  message.topic, message.partition, message.offset)
-                outcome = "RELEASE"
-            else:
-                outcome = "ACCEPT"
-            if self.held.holds(message.receipt) and message.receipt not in self.pending:
-                outcomes.append((message.receipt, outcome, None))
-        self.pending.add(outcomes)
+                failed.add(message.receipt)
+        self.core.settle(messages, failed)
         return len(messages)
 
     # --- acknowledging -------------------------------------------------------------------
 
     def ack(self, messages: Receipted | Iterable[Receipted]) -> list[AckResult]:
         """ACCEPT: done, never delivered to the group again."""
-        return self._acknowledge([(r, "ACCEPT", None) for r in receipts_of(messages)])
+        return self._send(self.core.acknowledgements(messages, "ACCEPT", 0))
 
     def release(self, messages: Receipted | Iterable[Receipted], delay_ms: int = 0) -> list[AckResult]:
         """RELEASE: deliverable again (after ``delay_ms``), to any consumer of the group."""
-        return self._acknowledge([(r, "RELEASE", delay_ms) for r in receipts_of(messages)])
+        return self._send(self.core.acknowledgements(messages, "RELEASE", delay_ms))
 
     def reject(self, messages: Receipted | Iterable[Receipted]) -> list[AckResult]:
         """REJECT: straight to the group's dead-letter topic ``DLQ.{group}``."""
-        return self._acknowledge([(r, "REJECT", None) for r in receipts_of(messages)])
+        return self._send(self.core.acknowledgements(messages, "REJECT", 0))
 
-    def acknowledge(
-        self, messages: Receipted | Iterable[Receipted], kind: str = "ACCEPT", delay_ms: int = 0
-    ) -> None:
+    def acknowledge(self, messages: Receipted | Iterable[Receipted], kind: str = "ACCEPT", delay_ms: int = 0) -> None:
         """ACCEPT (or ``kind`` RELEASE / REJECT) with the next receive; the locks are renewed until then."""
-        if kind not in ("ACCEPT", "RELEASE", "REJECT"):
-            raise ValueError(f"kind must be ACCEPT, RELEASE or REJECT, not {kind!r}")
-        self.pending.add((r, kind, delay_ms if kind == "RELEASE" else None) for r in receipts_of(messages))
+        self.core.defer(messages, kind, delay_ms)
 
     def flush(self) -> list[AckResult]:
         """Send the deferred acknowledgements now; their results."""
-        acks = self.pending.take()
+        acks = self.core.pending.take()
         try:
-            return self._acknowledge(acks)
+            return self._send(acks)
         except Exception:
-            self.pending.restore(acks)
+            self.core.pending.restore(acks)
             raise
 
     def extend(self, messages: Receipted | Iterable[Receipted], lock_ms: int | None = None) -> list[AckResult]:
         """Renew the locks to ``lock_ms`` (default: the consumer's) from now; the receipts stay valid."""
-        self._check_open()
-        receipts = receipts_of(messages)
-        if not receipts:
-            return []
         asked_at = time.monotonic()
-        results = self._transport.call(_api.share_extend(self.group, receipts, lock_ms or self.lock_ms))
-        self.held.renewed(results, asked_at)
+        results = self._call(self.core.extend(messages, lock_ms))
+        self.core.held.renewed(results, asked_at)
         return results
 
     def forget(self, messages: Receipted | Iterable[Receipted]) -> None:
         """Stop renewing these locks (e.g. once handed to a transaction with ``send_acks_to_transaction``)."""
-        self.held.forget(receipts_of(messages))
+        self.core.held.forget(receipts_of(messages))
 
-    def _acknowledge(self, acks: list[ShareAck]) -> list[AckResult]:
-        self._check_open()
-        if not acks:
-            return []
-        self.held.forget(receipt for receipt, _, _ in acks)
-        return self._transport.call(_api.share_acks(self.group, acks))
+    def _send(self, acks: list[ShareAck]) -> list[AckResult]:
+        return self._call(self.core.send(acks))
+
+    def _call(self, call: Call[list[AckResult]] | None) -> list[AckResult]:
+        return [] if call is None else self._transport.call(call)
 
     # --- the rest --------------------------------------------------------------------------
 
     def describe(self) -> ShareGroupInfo:
         """The group's messages per topic: available, locked, accepted, dead-lettered."""
-        return self._transport.call(_api.describe_share_group(self.group))
+        return self._transport.call(self.core.describe())
 
     def _keep_locks(self) -> None:
-        while not self._closed.wait(self.held.check_interval()):
-            due = self.held.due(time.monotonic())
+        while not self._stopping.wait(self.core.held.check_interval()):
+            due = self.core.held.due(time.monotonic())
             if not due:
                 continue
             try:
@@ -220,29 +199,26 @@ class ShareConsumer:
             except Exception:  # the locks may run out; the next round tries again
                 logger.warning("could not renew %d share-group locks", len(due), exc_info=True)
 
-    def _check_open(self) -> None:
-        if self._closed.is_set():
-            raise IllegalStateError("share consumer is closed")
-
     def close(self) -> None:
         """Send the deferred acknowledgements, release the messages still held (so others get them
         now), stop renewing locks and close connections."""
-        if self._closed.is_set():
+        if self.core.closed:
             return
         try:
-            if len(self.pending):
-                self.on_acknowledged(self.flush())
+            if len(self.core.pending):
+                self.core.on_acknowledged(self.flush())
         except Exception:  # their locks run out and the messages come back: nothing is lost
-            logger.warning("could not send %d deferred acknowledgements on close", len(self.pending), exc_info=True)
-        self._closed.set()
+            logger.warning("could not send %d deferred acknowledgements", len(self.core.pending), exc_info=True)
+        self._stopping.set()
         if self._keeper.is_alive():
             self._keeper.join(5)
-        held = self.held.receipts()
-        if held:
+        release = self.core.release_held()
+        self.core.closed = True
+        if release is not None:
             try:
-                self._transport.call(_api.share_acks(self.group, [(r, "RELEASE", None) for r in held]))
+                self._transport.call(release)
             except Exception:  # best effort: the locks run out by themselves
-                logger.warning("could not release %d held share-group messages on close", len(held), exc_info=True)
+                logger.warning("could not release the held share-group messages on close", exc_info=True)
         self._transport.close()
 
     def __enter__(self) -> ShareConsumer:
@@ -252,3 +228,4 @@ class ShareConsumer:
         self, exc_type: type[BaseException] | None, exc: BaseException | None, tb: TracebackType | None
     ) -> None:
         self.close()
+

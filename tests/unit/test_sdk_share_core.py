@@ -2,8 +2,10 @@
 
 from __future__ import annotations
 
-from sdk._share_core import HeldLocks, failure, receipts_of
-from sdk.errors import ReceiptExpiredError, UnknownReceiptError
+import pytest
+
+from sdk._share_core import HeldLocks, ShareCore, failure, receipts_of
+from sdk.errors import IllegalStateError, ReceiptExpiredError, UnknownReceiptError
 from sdk.models import AckResult, ReceivedMessage
 
 
@@ -47,3 +49,38 @@ def test_the_first_refused_receipt_picks_the_error() -> None:
     expired = failure(results)
     assert isinstance(expired, ReceiptExpiredError) and "2 of 3" in expired.message
     assert isinstance(failure([AckResult("c", False, "UNKNOWN_RECEIPT")]), UnknownReceiptError)
+
+
+def core() -> ShareCore:
+    return ShareCore("g", "t", max_messages=10, lock_ms=1_000, ordered=False, max_extension=None,
+                     on_acknowledged=lambda results: None)
+
+
+def test_a_receive_carries_the_deferred_acknowledgements_and_takes_them_back_if_it_fails() -> None:
+    consumer = core()
+    consumer.received(consumer.receive(None, 0), ([message("a"), message("b")], []))
+    consumer.defer(message("a"), "RELEASE", 50)
+    request = consumer.receive(None, 0)
+    assert request.acks == [("a", "RELEASE", 50)] and request.call.json["acks"][0]["delay_ms"] == 50
+    consumer.not_received(request)
+    retried = consumer.receive(None, 0)
+    assert retried.acks == [("a", "RELEASE", 50)]
+    consumer.received(retried, ([], [AckResult("a", True)]))
+    assert consumer.held.receipts() == ["b"] and len(consumer.pending) == 0
+
+
+def test_settle_accepts_what_a_handler_took_and_releases_what_it_failed_on() -> None:
+    consumer = core()
+    batch = [message("a"), message("b"), message("c")]
+    consumer.received(consumer.receive(None, 0), (batch, []))
+    consumer.defer("c", "REJECT", 0)  # the handler settled this one itself
+    consumer.settle(batch, failed={"b"})
+    assert consumer.pending.take() == [("c", "REJECT", None), ("a", "ACCEPT", None), ("b", "RELEASE", None)]
+
+
+def test_nothing_to_send_sends_nothing_and_a_closed_core_refuses() -> None:
+    consumer = core()
+    assert consumer.send([]) is None and consumer.extend([], None) is None and consumer.release_held() is None
+    consumer.closed = True
+    with pytest.raises(IllegalStateError):
+        consumer.receive(None, 0)
