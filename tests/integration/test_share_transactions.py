@@ -76,10 +76,11 @@ def test_abort_releases_them_with_their_delivery_counts(jobs: TestClient) -> Non
 def test_the_transactions_timeout_releases_them(jobs: TestClient) -> None:
     produce(jobs, ["job"])
     received = receive(jobs)
-    txn_id = begin(jobs, timeout_ms=200)
+    # Long enough that the acknowledgement lands while the transaction is still open on a loaded machine.
+    txn_id = begin(jobs, timeout_ms=2_000)
     assert ack_in(jobs, txn_id, received).json()["results"][0]["ok"]
     broker: Broker = jobs.app.state.broker  # type: ignore[attr-defined]
-    deadline = time.monotonic() + 10
+    deadline = time.monotonic() + 15
     while not jobs.portal.call(broker.coordinator.abort_expired):  # type: ignore[union-attr]
         assert time.monotonic() < deadline, "the transaction never timed out"
         time.sleep(0.05)
