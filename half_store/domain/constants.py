@@ -57,3 +57,5 @@ def is_system_topic(name: str) -> bool:
 CONTROL_NONE, CONTROL_COMMIT, CONTROL_ABORT = 0, 1, 2
 # How a stored value is encoded: JSON text, or raw bytes (sent as value_base64).
 VALUE_JSON, VALUE_BINARY = 0, 1
+# A messages row holding a record batch (half_store.storage.record_batch), never a record's own kind.
+VALUE_BATCH = 2

@@ -103,7 +103,7 @@ class LogService:
             by_partition[partition].append(index)
         placed = {p: [records[i] for i in indexes] for p, indexes in by_partition.items()}
         async with self.partition_rows_of(topic):
-            bases = await self.store.append(AppendRequest(topic, placed))
+            bases = await self.store.append(AppendRequest(topic, placed, as_batches=True))
         self.notifier.notify((topic.topic_id, p) for p in by_partition)
         offsets: list[tuple[int, int]] = [(0, 0)] * len(records)
         for partition, indexes in by_partition.items():

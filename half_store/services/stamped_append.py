@@ -79,7 +79,8 @@ def append_stamped_many(conn: Connection, appends: list[StampedAppend]) -> list[
     ]
     fresh = [index for index, result in enumerate(results) if result is None]
     requests = [
-        AppendRequest(appends[i].topic, {appends[i].partition: list(appends[i].records)}, appends[i].stamp) for i in fresh
+        AppendRequest(appends[i].topic, {appends[i].partition: list(appends[i].records)}, appends[i].stamp, as_batches=True)
+        for i in fresh
     ]
     joined: list[tuple[str, int, int, int]] = []
     for index, bases in zip(fresh, log_store.append_many(conn, requests), strict=True):

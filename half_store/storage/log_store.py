@@ -10,13 +10,14 @@ and no offset is handed out twice or skipped.
 from __future__ import annotations
 
 from collections import defaultdict
-from collections.abc import Sequence
+from collections.abc import Iterator, Sequence
 from dataclasses import dataclass
+from itertools import repeat
 
 from sqlalchemy import Connection, bindparam, func, insert, select, text, update
 from sqlalchemy.exc import IntegrityError
 
-from half_store.domain.constants import CONTROL_NONE, MAX_INT32
+from half_store.domain.constants import CONTROL_NONE, MAX_INT32, VALUE_BATCH
 from half_store.domain.errors import PartitionNotFound, TopicExists, ValidationFailed
 from half_store.domain.records import (
     PackedList,
@@ -27,6 +28,7 @@ from half_store.domain.records import (
     Topic,
     now_ms,
 )
+from half_store.storage import record_batch
 from half_store.storage.bulk import Row, insert_rows
 from half_store.storage.schema import (
     deleted_topics,
@@ -110,6 +112,7 @@ MESSAGE_COLUMNS = (
     "txn_id",
     "control",
     "properties",
+    "record_count",
 )
 MessageRow = Row
 
@@ -131,12 +134,15 @@ class AppendRequest:
     """Records for some partitions of one topic, appended together (one produce request).
 
     ``stamp`` is written on every row; its ``base_sequence`` numbers each partition's
-    records from there (only single-partition requests carry one).
+    records from there (only single-partition requests carry one). ``as_batches``: each
+    partition's records are stored as one record batch row (what a producer sends);
+    otherwise as a row each (the system topics, whose records are read one by one).
     """
 
     topic: Topic
     records: dict[int, list[Record]]
     stamp: ProducerStamp = UNSTAMPED
+    as_batches: bool = False
 
 
 # PostgreSQL only (SQLite locks the whole database). The keys go as two arrays: a tuple
@@ -166,7 +172,7 @@ def allocate_offsets(conn: Connection, topic: Topic, partition: int, count: int)
 def message_row(
     topic_id: int, partition: int, offset: int, record: Record, stamp: ProducerStamp, sequence: int | None
 ) -> MessageRow:
-    """A messages row, in ``MESSAGE_COLUMNS`` order."""
+    """A messages row holding one record, in ``MESSAGE_COLUMNS`` order."""
     return (
         topic_id,
         partition,
@@ -182,6 +188,33 @@ def message_row(
         stamp.txn_id,
         stamp.control,
         record.properties,
+        1,
+    )
+
+
+def batch_row(topic_id: int, partition: int, base_offset: int, records: list[Record], stamp: ProducerStamp) -> MessageRow:
+    """A messages row holding a record batch (two or more records), in ``MESSAGE_COLUMNS`` order.
+
+    The row's timestamp is the batch's latest, as Kafka's max timestamp: retention by
+    time removes a batch only once every record in it is old enough. Its sequence is
+    the batch's base sequence.
+    """
+    return (
+        topic_id,
+        partition,
+        base_offset,
+        None,
+        record_batch.encode(records),
+        VALUE_BATCH,
+        None,
+        max(r.timestamp for r in records),
+        stamp.producer_id,
+        stamp.producer_epoch,
+        stamp.base_sequence,
+        stamp.txn_id,
+        stamp.control,
+        None,
+        len(records),
     )
 
 
@@ -191,9 +224,10 @@ def append(
     partition: int,
     records: Sequence[Record],
     stamp: ProducerStamp = UNSTAMPED,
+    as_batch: bool = False,
 ) -> int:
-    """Append ``records`` to one partition; returns the offset of the first."""
-    return append_many(conn, [AppendRequest(topic, {partition: list(records)}, stamp)])[0][partition]
+    """Append ``records`` to one partition (as one record batch row if ``as_batch``); returns the offset of the first."""
+    return append_many(conn, [AppendRequest(topic, {partition: list(records)}, stamp, as_batch)])[0][partition]
 
 
 def append_many(conn: Connection, requests: list[AppendRequest]) -> list[dict[int, int]]:
@@ -223,6 +257,9 @@ def append_many(conn: Connection, requests: list[AppendRequest]) -> list[dict[in
             key = (request.topic.topic_id, partition)
             base = request_bases[partition] = next_free[key]
             next_free[key] = base + len(records)
+            if request.as_batches and len(records) > 1:
+                rows.append(batch_row(key[0], partition, base, records, stamp))
+                continue
             rows.extend(
                 message_row(key[0], partition, base + i, r, stamp, None if first_sequence is None else first_sequence + i)
                 for i, r in enumerate(records)
@@ -312,6 +349,18 @@ def existing_topics_locked(conn: Connection, topic_ids: Sequence[int]) -> set[in
     return {int(row[0]) for row in found}
 
 
+# The row holding ``start``: the last row at or before it (a batch may cover ``start`` from below).
+_FLOOR = (
+    select(messages.c.offset)
+    .where(
+        messages.c.topic_id == bindparam("t_id"),
+        messages.c.partition == bindparam("p_id"),
+        messages.c.offset <= bindparam("start"),
+    )
+    .order_by(messages.c.offset.desc())
+    .limit(1)
+    .scalar_subquery()
+)
 _READ_RANGE = (
     select(
         messages.c.offset,
@@ -321,11 +370,12 @@ _READ_RANGE = (
         messages.c.value_kind,
         messages.c.headers,
         messages.c.txn_id,
+        messages.c.record_count,
     )
     .where(
         messages.c.topic_id == bindparam("t_id"),
         messages.c.partition == bindparam("p_id"),
-        messages.c.offset >= bindparam("start"),
+        messages.c.offset >= func.coalesce(_FLOOR, bindparam("start")),
         messages.c.offset < bindparam("end"),
         messages.c.control == CONTROL_NONE,
     )
@@ -337,14 +387,46 @@ _READ_RANGE = (
 def read_range(conn: Connection, topic: Topic, partition: int, start: int, end: int, limit: int) -> list[StoredMessage]:
     """Messages with ``start <= offset < end``, in offset order, at most ``limit``; control markers skipped.
 
-    Packed, as a fetch hands them to the front.
+    Record batches are cut to the range. Packed, as a fetch hands them to the front.
     """
-    rows = conn.execute(_READ_RANGE, {"t_id": topic.topic_id, "p_id": partition, "start": start, "end": end, "limit": limit})
-    found = (
-        StoredMessage(topic.name, partition, int(o), int(ts), k, bytes(v), int(kind), h, txn)
-        for o, ts, k, v, kind, h, txn in rows
+    # One row more than ``limit``: the first may be a batch that ends before ``start``.
+    rows = conn.execute(
+        _READ_RANGE, {"t_id": topic.topic_id, "p_id": partition, "start": start, "end": end, "limit": limit + 1}
     )
-    return PackedList(StoredMessage, found)
+    found: list[StoredMessage] = []
+    for offset, timestamp, key, value, kind, headers, txn_id, count in rows:
+        if kind != VALUE_BATCH:
+            if offset >= start:
+                fields = (int(offset), int(timestamp), key, bytes(value), int(kind), headers, txn_id)
+                found.append(StoredMessage(topic.name, partition, *fields))
+        else:
+            first = max(start - offset, 0)
+            stop = min(count, end - offset, first + limit - len(found))
+            if first < stop:
+                found.extend(_batch_messages(topic.name, partition, int(offset), bytes(value), txn_id, first, stop))
+        if len(found) >= limit:
+            break
+    return PackedList(StoredMessage, found[:limit])
+
+
+def _batch_messages(
+    topic: str, partition: int, base_offset: int, blob: bytes, txn_id: str | None, first: int, stop: int
+) -> Iterator[StoredMessage]:
+    """Records ``first`` to ``stop - 1`` of a stored batch, as fetched messages."""
+    c = record_batch.decode_columns(blob)
+    window = slice(first, stop)
+    columns = zip(
+        repeat(topic),
+        repeat(partition),
+        range(base_offset + first, base_offset + stop),
+        c.timestamps[window],
+        c.keys[window],
+        c.values[window],
+        c.kinds[window],
+        c.headers[window],
+        repeat(txn_id),
+    )
+    return map(tuple.__new__, repeat(StoredMessage), columns)
 
 
 _READ_AT_OFFSETS = select(
@@ -362,20 +444,44 @@ _READ_AT_OFFSETS = select(
 )
 
 
+# The record batches that may hold some of the wanted offsets: those from the one holding the lowest to the highest.
+_BATCHES_IN_RANGE = select(messages.c.offset, messages.c.record_count).where(
+    messages.c.topic_id == bindparam("t_id"),
+    messages.c.partition == bindparam("p_id"),
+    messages.c.offset >= func.coalesce(_FLOOR, bindparam("start")),
+    messages.c.offset <= bindparam("last"),
+    messages.c.value_kind == VALUE_BATCH,
+)
+
+
 def read_offsets(
     conn: Connection, topic: Topic, partition: int, offsets: Sequence[int]
 ) -> dict[int, tuple[StoredMessage, str | None]]:
-    """The messages at ``offsets`` with their system properties, by offset (missing ones left out)."""
+    """The messages at ``offsets`` with their system properties, by offset (missing ones left out).
+
+    An offset inside a record batch is found through the batch's base offset.
+    """
     if not offsets:
         return {}
-    rows = conn.execute(_READ_AT_OFFSETS, {"t_id": topic.topic_id, "p_id": partition, "offsets": list(offsets)})
-    return {
-        int(offset): (
-            StoredMessage(topic.name, partition, int(offset), int(ts), key, bytes(value), int(kind), headers),
-            properties,
-        )
-        for offset, ts, key, value, kind, headers, properties in rows
-    }
+    wanted = set(offsets)
+    where = {"t_id": topic.topic_id, "p_id": partition}
+    batches = conn.execute(_BATCHES_IN_RANGE, {**where, "start": min(wanted), "last": max(wanted)})
+    bases = {int(base) for base, count in batches if any(base <= o < base + count for o in wanted)}
+    found: dict[int, tuple[StoredMessage, str | None]] = {}
+    for offset, ts, key, value, kind, headers, properties in conn.execute(
+        _READ_AT_OFFSETS, {**where, "offsets": sorted(wanted | bases)}
+    ):
+        if kind != VALUE_BATCH:
+            if offset in wanted:
+                message = StoredMessage(topic.name, partition, int(offset), int(ts), key, bytes(value), int(kind), headers)
+                found[int(offset)] = (message, properties)
+            continue
+        for index, record in enumerate(record_batch.decode(bytes(value))):
+            if offset + index in wanted:
+                key, value, kind, headers, ts, properties = record
+                message = StoredMessage(topic.name, partition, int(offset) + index, ts, key, value, kind, headers)
+                found[int(offset) + index] = (message, properties)
+    return found
 
 
 def aborted_transactions(conn: Connection, topic_id: int, partition: int, start: int, end: int) -> set[str]:
@@ -393,40 +499,54 @@ def aborted_transactions(conn: Connection, topic_id: int, partition: int, start:
 
 
 def count_readable(conn: Connection, topic: Topic, partition: int, start: int, end: int) -> int:
-    """How many messages ``read_committed`` would return from ``[start, end)``: no markers, no aborted ones."""
+    """How many messages ``read_committed`` would return from ``[start, end)``: no markers, no aborted ones.
+
+    ``end`` is a batch boundary (a last stable offset or high watermark); ``start`` may
+    fall inside a batch, whose records from ``start`` on then count.
+    """
     if start >= end:
         return 0
-    in_range = [
+    readable = [
         messages.c.topic_id == topic.topic_id,
         messages.c.partition == partition,
-        messages.c.offset >= start,
-        messages.c.offset < end,
         messages.c.control == CONTROL_NONE,
     ]
     aborted = aborted_transactions(conn, topic.topic_id, partition, start, end)
     if aborted:
-        in_range.append(messages.c.txn_id.is_(None) | messages.c.txn_id.notin_(sorted(aborted)))
-    return int(conn.execute(select(func.count()).select_from(messages).where(*in_range)).scalar_one())
+        readable.append(messages.c.txn_id.is_(None) | messages.c.txn_id.notin_(sorted(aborted)))
+    whole = select(func.coalesce(func.sum(messages.c.record_count), 0)).where(
+        *readable, messages.c.offset >= start, messages.c.offset < end
+    )
+    total = int(conn.execute(whole).scalar_one())
+    straddling = conn.execute(
+        select(messages.c.offset, messages.c.record_count)
+        .where(*readable, messages.c.offset < start, messages.c.value_kind == VALUE_BATCH)
+        .order_by(messages.c.offset.desc())
+        .limit(1)
+    ).first()
+    if straddling is not None:
+        total += max(0, min(int(straddling[0]) + int(straddling[1]), end) - start)
+    return total
 
 
 # -- retention --------------------------------------------------------------------------
 
 
 def truncate_before(conn: Connection, topic: Topic, partition: int, offset: int, log_start: int = 0) -> int:
-    """Drop messages below ``offset`` and advance the log start offset; returns rows removed.
+    """Drop messages below ``offset`` and advance the log start offset; returns messages removed.
 
+    ``offset`` is a batch boundary: a record batch is removed whole or not at all.
     ``log_start``: where the partition starts now, if known. The delete then scans only
     [log_start, offset): on PostgreSQL the index still holds the rows deleted by earlier
     truncations until vacuum, and a scan from offset 0 would step over all of them.
     """
-    removed = conn.execute(
-        messages.delete().where(
-            messages.c.topic_id == topic.topic_id,
-            messages.c.partition == partition,
-            messages.c.offset >= log_start,
-            messages.c.offset < offset,
-        )
-    ).rowcount
+    below = (
+        messages.c.topic_id == topic.topic_id,
+        messages.c.partition == partition,
+        messages.c.offset >= log_start,
+        messages.c.offset < offset,
+    )
+    removed = sum(conn.execute(messages.delete().where(*below).returning(messages.c.record_count)).scalars())
     conn.execute(
         update(partitions)
         .where(
@@ -436,4 +556,4 @@ def truncate_before(conn: Connection, topic: Topic, partition: int, offset: int,
         )
         .values(log_start_offset=offset)
     )
-    return int(removed or 0)
+    return int(removed)

@@ -234,18 +234,23 @@ def _written_batch(
 ) -> AppendResult | None:
     """The offsets a batch got when it was first written, if exactly that batch is in the log."""
     rows = conn.execute(
-        select(messages.c.sequence, messages.c.offset).where(
+        select(messages.c.sequence, messages.c.offset, messages.c.record_count).where(
             messages.c.topic_id == topic.topic_id,
             messages.c.partition == partition,
             messages.c.producer_id == producer_id,
             messages.c.sequence.in_([base_sequence, base_sequence + count - 1]),
         )
     ).all()
-    offsets = {int(seq): int(off) for seq, off in rows}
-    first, last = offsets.get(base_sequence), offsets.get(base_sequence + count - 1)
-    if first is None or last is None or last - first != count - 1:
+    found = {int(seq): (int(off), int(n)) for seq, off, n in rows}
+    first = found.get(base_sequence)
+    if first is not None and first[1] == count:
+        # Stored as one row: a record batch, or a lone record.
+        return AppendResult(partition, first[0], count, duplicate=True)
+    # Stored a row per record (written before record batches were).
+    last = found.get(base_sequence + count - 1)
+    if first is None or last is None or first[1] != 1 or last[0] - first[0] != count - 1:
         return None
-    return AppendResult(partition, first, count, duplicate=True)
+    return AppendResult(partition, first[0], count, duplicate=True)
 
 
 def expire_transactional_ids(conn: Connection, unused_since: int) -> int:

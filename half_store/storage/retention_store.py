@@ -1,13 +1,17 @@
 """SQL for retention of user topics: whole messages deleted from the head of a partition.
 
 One call of :func:`retain_partition` does a bounded amount of work (at most
-``batch`` messages counted and ``batch`` deleted) under the partition's row lock,
+``batch`` offsets counted and ``batch`` rows deleted) under the partition's row lock,
 so it never holds the group-commit writer long; the job calls it again while it
 reports more to do. It never deletes at or past the last stable offset, so an open
 transaction's messages, and everything after them, stay.
 
+Retention removes whole rows, so a record batch goes whole, once its newest record is
+old enough (Kafka deletes whole segments); the log start offset always lands on a
+batch boundary.
+
 Size: a message's size is the length of its value plus its key and headers (the
-bytes a fetch returns, near enough). A partition's size is kept incrementally in
+bytes a fetch returns, near enough; a record batch's stored form, for a batch). A partition's size is kept incrementally in
 ``retention_cursors`` (each message is measured once when counted and once when
 deleted), rather than summed over the whole partition every round.
 """
@@ -15,12 +19,14 @@ deleted), rather than summed over the whole partition every round.
 from __future__ import annotations
 
 from dataclasses import dataclass
+from typing import NamedTuple
 
-from sqlalchemy import ColumnElement, Connection, func, select
+from sqlalchemy import ColumnElement, Connection, case, func, select
 
 from half_store.domain.admin_records import TopicConfig
 from half_store.domain.records import Topic
-from half_store.storage import log_store
+from half_store.domain.constants import VALUE_BATCH
+from half_store.storage import log_store, record_batch
 from half_store.storage.schema import messages, partitions, retention_cursors
 from half_store.storage.upsert import upsert
 
@@ -28,6 +34,14 @@ MESSAGE_SIZE = (
     func.length(messages.c.value)
     + func.coalesce(func.length(messages.c.key), 0)
     + func.coalesce(func.length(messages.c.headers), 0)
+    # A record batch: its records' bytes, without the layout's own.
+    - case(
+        (
+            messages.c.value_kind == VALUE_BATCH,
+            record_batch.HEADER_BYTES + record_batch.BYTES_PER_RECORD * messages.c.record_count,
+        ),
+        else_=0,
+    )
 )
 
 
@@ -118,43 +132,51 @@ def retain_partition(
         counted_to = upto
         more = upto < high_watermark
 
-    # Never at or past the last stable offset, and a bounded step at a time.
-    bound = min(lso, log_start + batch)
-    head = _head(conn, topic.topic_id, partition, log_start, bound) if bound > log_start else []
-    keep_from = 0  # index in ``head`` of the first message that stays
+    # Never at or past the last stable offset (a batch boundary), and a bounded step at a time.
+    head = _head(conn, topic.topic_id, partition, log_start, lso, batch) if lso > log_start else []
+    keep_from = 0  # index in ``head`` of the first row that stays
     if limits.retention_ms is not None:
         cutoff = now - limits.retention_ms
-        keep_from = next((i for i, (_, timestamp, _) in enumerate(head) if timestamp >= cutoff), len(head))
+        keep_from = next((i for i, row in enumerate(head) if row.timestamp >= cutoff), len(head))
     if limits.retention_bytes is not None and counted_bytes > limits.retention_bytes:
         keep_from = max(keep_from, _kept_after_removing(head, counted_bytes - limits.retention_bytes))
 
-    deleted_messages = deleted_bytes = 0
-    cut = head[keep_from][0] if keep_from < len(head) else bound
-    if keep_from:
-        gone = head[:keep_from]
-        deleted_bytes = sum(size for _, _, size in gone)
-        counted_bytes -= sum(size for offset, _, size in gone if offset < counted_to)
-        deleted_messages = log_store.truncate_before(conn, topic, partition, cut, log_start)
-        counted_to = max(counted_to, cut)
-        more = more or cut == log_start + batch
+    if not keep_from:
+        _save_cursor(conn, topic.topic_id, partition, counted_to, counted_bytes)
+        return PartitionRetained(0, 0, log_start, more)
+    gone = head[:keep_from]
+    cut = gone[-1].offset + gone[-1].records
+    deleted_bytes = sum(row.size for row in gone)
+    counted_bytes -= sum(row.size for row in gone if row.offset < counted_to)
+    deleted_messages = log_store.truncate_before(conn, topic, partition, cut, log_start)
+    counted_to = max(counted_to, cut)
+    more = more or keep_from == batch
     _save_cursor(conn, topic.topic_id, partition, counted_to, counted_bytes)
-    return PartitionRetained(deleted_messages, deleted_bytes, cut if keep_from else log_start, more)
+    return PartitionRetained(deleted_messages, deleted_bytes, cut, more)
 
 
-def _head(conn: Connection, topic_id: int, partition: int, start: int, bound: int) -> list[tuple[int, int, int]]:
-    """(offset, timestamp, size) of the messages in [start, bound), in order: one read for every decision."""
-    rows = conn.execute(
-        select(messages.c.offset, messages.c.timestamp, MESSAGE_SIZE)
+class _HeadRow(NamedTuple):
+    offset: int
+    records: int
+    timestamp: int  # a batch's newest record's
+    size: int
+
+
+def _head(conn: Connection, topic_id: int, partition: int, start: int, bound: int, rows: int) -> list[_HeadRow]:
+    """The first ``rows`` rows in [start, bound), in order: one read for every decision."""
+    found = conn.execute(
+        select(messages.c.offset, messages.c.record_count, messages.c.timestamp, MESSAGE_SIZE)
         .where(*_in_range(topic_id, partition, start, bound))
         .order_by(messages.c.offset)
+        .limit(rows)
     )
-    return [(int(offset), int(timestamp), int(size)) for offset, timestamp, size in rows]
+    return [_HeadRow(int(offset), int(count), int(timestamp), int(size)) for offset, count, timestamp, size in found]
 
 
-def _kept_after_removing(head: list[tuple[int, int, int]], excess: int) -> int:
-    """How many whole messages from the start of ``head`` must go for at least ``excess`` bytes to go."""
+def _kept_after_removing(head: list[_HeadRow], excess: int) -> int:
+    """How many whole rows from the start of ``head`` must go for at least ``excess`` bytes to go."""
     removed = 0
-    for index, (_, _, size) in enumerate(head):
+    for index, (_, _, _, size) in enumerate(head):
         if removed >= excess:
             return index
         removed += size

@@ -73,6 +73,9 @@ messages = Table(
     Column("txn_id", String(64), nullable=True),
     Column("control", SmallInteger, nullable=False, default=CONTROL_NONE),
     Column("properties", Text, nullable=True),  # system properties (half topic), JSON
+    # How many offsets the row covers, from ``offset``: more than one for a record batch
+    # (value_kind VALUE_BATCH, the records in ``value``, see half_store.storage.record_batch).
+    Column("record_count", Integer, nullable=False, default=1, server_default="1"),
 )
 Index(
     "ix_messages_producer_sequence",

@@ -155,7 +155,7 @@ def unpurged_deleted_topics(conn: Connection) -> list[int]:
 def purge_deleted_messages(
     conn: Connection, topic_id: int, limit: int, after: tuple[int, int] = (0, 0)
 ) -> tuple[int, tuple[int, int]]:
-    """Delete up to ``limit`` messages of a deleted topic, from the lowest (partition, offset) at or past ``after``.
+    """Delete up to ``limit`` offsets of a deleted topic, from the lowest (partition, offset) at or past ``after``.
 
     Returns how many went and where the next call starts; marks the topic purged once
     none are left. Each call reads and deletes a bounded range through the primary key,
@@ -173,11 +173,13 @@ def purge_deleted_messages(
         return 0, after
     partition, first = int(head[0]), int(head[1])
     removed = conn.execute(
-        delete(messages).where(
+        delete(messages)
+        .where(
             messages.c.topic_id == topic_id,
             messages.c.partition == partition,
             messages.c.offset >= first,
             messages.c.offset < first + limit,
         )
-    ).rowcount
-    return int(removed or 0), (partition, first + limit)
+        .returning(messages.c.record_count)
+    ).scalars()
+    return sum(removed), (partition, first + limit)

@@ -27,7 +27,8 @@ def database(database_url: str) -> Iterator[Database]:
     opened.dispose()
 
 
-def test_awkward_keys_headers_and_values_come_back_unchanged(database: Database) -> None:
+@pytest.mark.parametrize("as_batch", [False, True], ids=["row-per-record", "record-batch"])
+def test_awkward_keys_headers_and_values_come_back_unchanged(database: Database, as_batch: bool) -> None:
     records = [
         Record(AWKWARD_TEXT, bytes(range(256)), VALUE_BINARY, json.dumps({"h": AWKWARD_TEXT}, ensure_ascii=False), 7),
         Record(None, b"", VALUE_BINARY, None, 8),
@@ -36,7 +37,7 @@ def test_awkward_keys_headers_and_values_come_back_unchanged(database: Database)
     stamp = ProducerStamp(None, None, None, "txn-1")
     with database.writer.begin() as conn:
         topic = log_store.create_topic(conn, "t", 1)
-        assert log_store.append(conn, topic, 0, records, stamp) == 0
+        assert log_store.append(conn, topic, 0, records, stamp, as_batch) == 0
     with database.reader.connect() as conn:
         stored = log_store.read_range(conn, topic, 0, 0, 3, 10)
         properties = log_store.read_offsets(conn, topic, 0, [2])[2][1]

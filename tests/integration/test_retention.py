@@ -61,11 +61,14 @@ def retention(client: TestClient, broker: Broker, settings: Settings) -> Retenti
 def test_retention_holds_a_topic_at_its_size_under_load_and_never_passes_the_lso(
     client: TestClient, broker: Broker, retention: Retention
 ) -> None:
-    """100,000 messages in batches of 5,000 while retention runs; an open transaction holds partition 0."""
-    limit = 20_000  # bytes per partition: 2,000 of these messages
+    """100,000 messages in requests of 100 while retention runs; an open transaction holds partition 0.
+
+    Each request stores a record batch of 50 per partition, which retention removes whole.
+    """
+    limit = 20_000  # bytes per partition: 2,000 of these messages, 40 batches
     create_topic(client, "load", partitions=2)
     client.patch("/v1/topics/load", json={"retention_bytes": limit})
-    batch, total = 5_000, 100_000
+    batch, total = 100, 100_000
     held_at: list[int] = []  # the open transaction's first offset in partition 0
     seen_starts: list[int] = []  # partition 0's log start after every retention round
     rounds: list[TopicRetentionReport] = []
@@ -96,8 +99,8 @@ def test_retention_holds_a_topic_at_its_size_under_load_and_never_passes_the_lso
     hold, free = partitions_of(client, "load")
     assert free["high_watermark"] == total // 2
     assert (
-        limit - MESSAGE_BYTES < partition_bytes(client, broker, "load", 1) <= limit
-    )  # at its size: whole messages, no more
+        limit - batch // 2 * MESSAGE_BYTES < partition_bytes(client, broker, "load", 1) <= limit
+    )  # at its size: whole batches, no more
     assert free["log_start_offset"] == free["high_watermark"] - limit // MESSAGE_BYTES
     # Partition 0 is held at the open transaction's first offset: nothing at or past it went.
     assert hold["last_stable_offset"] == txn_offset and hold["blocking_txn_id"] is not None
@@ -121,7 +124,7 @@ def test_retention_holds_a_topic_at_its_size_under_load_and_never_passes_the_lso
     assert client.post(f"/v1/transactions/{txn_id}/abort").status_code == 200
     while run_rounds(client, retention).deleted_messages:
         pass
-    assert limit - MESSAGE_BYTES < partition_bytes(client, broker, "load", 0) <= limit
+    assert limit - batch // 2 * MESSAGE_BYTES < partition_bytes(client, broker, "load", 0) <= limit
     assert partitions_of(client, "load")[0]["log_start_offset"] > txn_offset
 
 
@@ -156,7 +159,8 @@ def test_broker_defaults_apply_unless_the_topic_keeps_forever(database_url: str)
 
 def test_a_group_left_behind_by_retention_is_told(client: TestClient, broker: Broker, retention: Retention) -> None:
     create_topic(client, "orders")
-    client.portal.call(broker.log.produce, "orders", records(0, 100), [0] * 100)  # type: ignore[union-attr]
+    for first in range(0, 100, 10):  # ten produce requests: retention removes whole ones
+        client.portal.call(broker.log.produce, "orders", records(first, 10), [0] * 10)  # type: ignore[union-attr]
     client.post("/v1/groups/slow/offsets", json={"offsets": [{"topic": "orders", "partition": 0, "offset": 10}]})
     client.post("/v1/groups/fast/offsets", json={"offsets": [{"topic": "orders", "partition": 0, "offset": 90}]})
     client.patch("/v1/topics/orders", json={"retention_bytes": 30 * MESSAGE_BYTES})
@@ -181,18 +185,13 @@ def test_a_deleted_topics_messages_are_purged_in_batches(
     doomed_id = topic_id(client, broker, "doomed")
     assert client.delete("/v1/topics/doomed").status_code == 204
 
-    def rows_of(topic_id: int) -> int:
-        return int(
-            broker.store.read_sync(
-                lambda conn: conn.execute(
-                    select(func.count()).select_from(messages).where(messages.c.topic_id == topic_id)
-                ).scalar_one()
-            )
-        )
+    def stored_messages_of(topic_id: int) -> int:
+        stored = select(func.coalesce(func.sum(messages.c.record_count), 0)).where(messages.c.topic_id == topic_id)
+        return int(broker.store.read_sync(lambda conn: conn.execute(stored).scalar_one()))
 
-    assert rows_of(doomed_id) == 40  # unreachable already, removed by the job
+    assert stored_messages_of(doomed_id) == 40  # unreachable already, removed by the job
     assert run_rounds(client, retention).purged_deleted_topic_messages == 40
-    assert rows_of(doomed_id) == 0
+    assert stored_messages_of(doomed_id) == 0
     purged = broker.store.read_sync(lambda conn: conn.execute(select(deleted_topics.c.purged)).scalar_one())
     assert purged is True
     assert run_rounds(client, retention).purged_deleted_topic_messages == 0
