@@ -24,8 +24,8 @@ from typing import NamedTuple
 from sqlalchemy import ColumnElement, Connection, case, func, select
 
 from half_store.domain.admin_records import TopicConfig
-from half_store.domain.records import Topic
 from half_store.domain.constants import VALUE_BATCH
+from half_store.domain.records import Topic
 from half_store.storage import log_store, record_batch
 from half_store.storage.schema import messages, partitions, retention_cursors
 from half_store.storage.upsert import upsert
