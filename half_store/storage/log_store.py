@@ -413,19 +413,9 @@ def _batch_messages(
     topic: str, partition: int, base_offset: int, blob: bytes, txn_id: str | None, first: int, stop: int
 ) -> Iterator[StoredMessage]:
     """Records ``first`` to ``stop - 1`` of a stored batch, as fetched messages."""
-    c = record_batch.decode_columns(blob)
-    window = slice(first, stop)
-    columns = zip(
-        repeat(topic),
-        repeat(partition),
-        range(base_offset + first, base_offset + stop),
-        c.timestamps[window],
-        c.keys[window],
-        c.values[window],
-        c.kinds[window],
-        c.headers[window],
-        repeat(txn_id),
-    )
+    c = record_batch.decode_columns(blob, first, stop)
+    offsets = range(base_offset + first, base_offset + stop)
+    columns = zip(repeat(topic), repeat(partition), offsets, c.timestamps, c.keys, c.values, c.kinds, c.headers, repeat(txn_id))
     return map(tuple.__new__, repeat(StoredMessage), columns)
 
 

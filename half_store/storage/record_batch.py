@@ -98,8 +98,11 @@ def decode(blob: bytes) -> list[Record]:
     return list(map(tuple.__new__, repeat(Record), columns))
 
 
-def decode_columns(blob: bytes) -> BatchColumns:
-    """A stored batch's records as columns."""
+def decode_columns(blob: bytes, first: int = 0, stop: int | None = None) -> BatchColumns:
+    """Records ``first`` to ``stop - 1`` (by default all) of a stored batch, as columns.
+
+    The whole layout is checked; only the records asked for are cut out of it.
+    """
     if len(blob) < _HEADER.size:
         raise InternalError("a stored record batch is shorter than its header")
     version, count = _HEADER.unpack_from(blob)
@@ -107,12 +110,13 @@ def decode_columns(blob: bytes) -> BatchColumns:
         raise InternalError(f"a stored record batch has layout version {version}; this broker reads version {VERSION}")
     if len(blob) < HEADER_BYTES + BYTES_PER_RECORD * count:
         raise InternalError("a stored record batch is shorter than its record count says")
+    stop = count if stop is None else min(stop, count)
     at = _HEADER.size
     timestamps = array("q")
-    timestamps.frombytes(blob[at : at + 8 * count])
+    timestamps.frombytes(blob[at + 8 * first : at + 8 * stop])
     at += 8 * count
-    kinds = blob[at : at + count]
-    present = blob[at + count : at + 2 * count]
+    kinds = blob[at + first : at + stop]
+    present = blob[at + count + first : at + count + stop]
     at += 2 * count
     lengths = array("I")
     lengths.frombytes(blob[at : at + 16 * count])
@@ -124,7 +128,9 @@ def decode_columns(blob: bytes) -> BatchColumns:
     bounds = list(accumulate(lengths, initial=at))
     if bounds[-1] != len(blob):
         raise InternalError("a stored record batch's data does not match its lengths")
-    key_ends, value_ends, header_ends, property_ends = (bounds[i * count : (i + 1) * count + 1] for i in range(4))
+    key_ends, value_ends, header_ends, property_ends = (
+        bounds[column * count + first : column * count + stop + 1] for column in range(4)
+    )
     values = [blob[a:b] for a, b in pairwise(value_ends)]
     return BatchColumns(
         timestamps,

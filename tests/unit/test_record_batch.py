@@ -54,3 +54,15 @@ def test_a_damaged_batch_is_an_internal_error_not_wrong_records(damage, says) ->
     stored = record_batch.encode([Record("k", b"1", VALUE_JSON, None, 1), Record("l", b"2", VALUE_JSON, None, 2)])
     with pytest.raises(InternalError, match=says):
         record_batch.decode(damage(stored))
+
+
+@given(st.lists(records, min_size=2, max_size=20), st.integers(0, 20), st.integers(0, 20))
+def test_a_window_of_a_batch_is_those_records(batch: list[Record], first: int, stop: int) -> None:
+    first = min(first, len(batch))
+    window = record_batch.decode_columns(record_batch.encode(batch), first, max(first, stop))
+    expected = batch[first : max(first, stop)]
+    assert list(window.values) == [r.value for r in expected]
+    assert list(window.keys) == [r.key for r in expected]
+    assert list(window.headers) == [r.headers for r in expected]
+    assert list(window.timestamps) == [r.timestamp for r in expected]
+    assert list(window.kinds) == [r.value_kind for r in expected]
