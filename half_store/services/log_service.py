@@ -226,10 +226,14 @@ def read_partition(
     end = state.last_stable_offset if read_committed else state.high_watermark
     if offset >= end:
         return FetchResult([], offset, state)
-    found = log_store.read_range(conn, topic, partition, offset, end, max_messages)
+    # At most ``max_messages`` offsets are scanned (Kafka bounds a fetch by bytes the same
+    # way): a record batch is read whole, and a row bound would let a page of large batches
+    # read thousands of messages to return a hundred.
+    scanned_to = min(end, offset + max_messages)
+    found = log_store.read_range(conn, topic, partition, offset, scanned_to, max_messages)
     # Control markers are not returned but still occupy offsets: a short page means
-    # everything up to `end` was scanned.
-    next_offset = found[-1].offset + 1 if len(found) == max_messages else end
+    # everything up to `scanned_to` was scanned.
+    next_offset = found[-1].offset + 1 if len(found) == max_messages else scanned_to
     if read_committed and any(m.txn_id is not None for m in found):
         aborted = log_store.aborted_transactions(conn, topic.topic_id, partition, offset, next_offset)
         if aborted:

@@ -388,6 +388,8 @@ def read_range(conn: Connection, topic: Topic, partition: int, start: int, end: 
     """Messages with ``start <= offset < end``, in offset order, at most ``limit``; control markers skipped.
 
     Record batches are cut to the range. Packed, as a fetch hands them to the front.
+    Callers pass ``end <= start + limit``: rows are fetched whole (PostgreSQL sends the
+    whole result), so the offset range, not a row count, is what bounds the bytes read.
     """
     # One row more than ``limit``: the first may be a batch that ends before ``start``.
     rows = conn.execute(
