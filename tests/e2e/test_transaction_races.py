@@ -40,12 +40,21 @@ def open_transaction(url: str, http: httpx.Client, index: int, timeout_ms: int, 
     return txn
 
 
+def holds_the_checker_lease(broker: BrokerProcess) -> bool:
+    return "halfmq_checker_leader 1.0" in httpx.get(f"{broker.url}/metrics", timeout=5).text
+
+
 def test_commits_racing_the_timeout_across_two_processes_end_one_way(postgres_url: str) -> None:
     """One broker commits while the other's timeout job aborts: each transaction ends once, wholly."""
-    brokers = [BrokerProcess(postgres_url, lease_seconds=1).start(), BrokerProcess(postgres_url, lease_seconds=1).start()]
+    brokers = [BrokerProcess(postgres_url, lease_seconds=1), BrokerProcess(postgres_url, lease_seconds=1)]
     try:
+        with ThreadPoolExecutor(2) as starting:
+            list(starting.map(BrokerProcess.start, brokers))
         httpx.post(f"{brokers[0].url}/v1/topics", json={"name": "t", "partitions": 2})
-        time.sleep(1.5)  # let one of them take the checker lease
+        deadline = time.monotonic() + 20
+        while not any(holds_the_checker_lease(b) for b in brokers):  # the timeout job runs where the lease is
+            assert time.monotonic() < deadline, "neither process took the checker lease"
+            time.sleep(0.05)
         with httpx.Client() as http:
             txns = [open_transaction(brokers[i % 2].url, http, i, timeout_ms=900, per_txn=3) for i in range(20)]
             time.sleep(0.6)

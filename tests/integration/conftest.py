@@ -41,6 +41,14 @@ def client(settings: Settings) -> Iterator[TestClient]:
         yield test_client
 
 
+@pytest.fixture(scope="module")
+def module_client(module_database_url: str) -> Iterator[TestClient]:
+    """One app per database kind shared by a module's tests that only read what a fixture wrote,
+    or whose requests are all refused: they cannot disturb one another, so need no broker each."""
+    with TestClient(create_app(make_settings(module_database_url))) as test_client:
+        yield test_client
+
+
 @pytest.fixture
 def broker(client: TestClient) -> Broker:
     return client.app.state.broker  # type: ignore[attr-defined,no-any-return]

@@ -72,9 +72,13 @@ def begin(client: TestClient) -> str:
     return str(client.post("/v1/transactions", json={}).json()["txn_id"])
 
 
-@pytest.fixture
-def mixed_log(client: TestClient) -> TestClient:
-    """Partition 0 of ``mixed``: every kind of value, key and header, committed, aborted and open writes."""
+@pytest.fixture(scope="module")
+def mixed_log(module_client: TestClient) -> TestClient:
+    """Partition 0 of ``mixed``: every kind of value, key and header, committed, aborted and open writes.
+
+    Written once per database kind; the tests only read it.
+    """
+    client = module_client
     create_topic(client, "mixed", 2)
     send(
         client,
@@ -153,6 +157,14 @@ def test_an_empty_page_is_a_stream_with_no_rows_and_its_positions(client: TestCl
     assert arrow_positions(at_end) == (2, 2, 2)
 
 
+@pytest.fixture(scope="module")
+def one_message(module_client: TestClient) -> TestClient:
+    """Topic ``one`` with one message, written once per database kind; the tests only read it."""
+    create_topic(module_client, "one")
+    send(module_client, "one", 0, [{"value": 1}])
+    return module_client
+
+
 @pytest.mark.parametrize(
     ("accept", "expected"),
     [
@@ -166,11 +178,9 @@ def test_an_empty_page_is_a_stream_with_no_rows_and_its_positions(client: TestCl
         ("text/csv", "application/json"),  # what every fetch answered before Arrow
     ],
 )
-def test_accept_chooses_the_format(client: TestClient, accept: str | None, expected: str) -> None:
-    create_topic(client, "t")
-    send(client, "t", 0, [{"value": 1}])
+def test_accept_chooses_the_format(one_message: TestClient, accept: str | None, expected: str) -> None:
     headers = {"Accept": accept} if accept is not None else {}
-    response = client.get(FETCH.format(topic="t", partition=0), headers=headers)
+    response = one_message.get(FETCH.format(topic="one", partition=0), headers=headers)
     assert response.status_code == 200
     assert response.headers["content-type"] == expected
 

@@ -13,10 +13,16 @@ from tests.integration.conftest import create_topic, error_code, make_settings
 PRODUCE = "/v1/topics/t/messages"
 
 
-@pytest.fixture
-def small_client(database_url: str) -> Iterator[TestClient]:
+@pytest.fixture(scope="module")
+def small_client(module_database_url: str) -> Iterator[TestClient]:
+    """One app per database kind for the module's refused requests.
+
+    Every request sent through it must be refused, so the tests cannot disturb one
+    another; ``test_bad_produce_requests`` checks after each that topic ``t`` is still
+    empty, which with a shared broker also catches an earlier test's request that wrote.
+    """
     settings = make_settings(
-        database_url, max_request_bytes=4096, max_message_bytes=1024, max_batch_messages=5, max_header_count=2
+        module_database_url, max_request_bytes=4096, max_message_bytes=1024, max_batch_messages=5, max_header_count=2
     )
     with TestClient(create_app(settings)) as client:
         create_topic(client, "t")
@@ -129,9 +135,10 @@ def test_values_no_database_could_store_are_refused_alike_on_both(
 
 
 def test_control_characters_in_headers_and_values_round_trip(small_client: TestClient) -> None:
+    create_topic(small_client, "control")  # its own topic: `t` stays empty for the refused requests
     sent = {"value": "a\u0000b", "headers": {"h": "x\u0000y"}}
-    assert small_client.post(PRODUCE, json={"messages": [sent]}).status_code == 200
-    got = small_client.get("/v1/topics/t/partitions/0/messages").json()["messages"][0]
+    assert small_client.post("/v1/topics/control/messages", json={"messages": [sent]}).status_code == 200
+    got = small_client.get("/v1/topics/control/partitions/0/messages").json()["messages"][0]
     assert (got["value"], got["headers"]) == ("a\u0000b", {"h": "x\u0000y"})
 
 

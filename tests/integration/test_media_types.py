@@ -41,23 +41,34 @@ def topic_client(client: TestClient) -> TestClient:
     return client
 
 
+@pytest.fixture(scope="module")
+def refusing_client(module_client: TestClient) -> TestClient:
+    """The module's shared app, for the tests whose every request is refused.
+
+    Each checks afterwards that nothing at all was written, which with a shared broker
+    covers the earlier tests' requests too.
+    """
+    create_topic(module_client, "t")
+    return module_client
+
+
 @pytest.mark.parametrize(
     ("method", "path", "body"),
     ROUTES_WITH_A_BODY,
     ids=[f"{m} {p}" for m, p, _ in ROUTES_WITH_A_BODY],
 )
 def test_a_body_that_is_not_json_gets_415(
-    topic_client: TestClient, method: str, path: str, body: dict[str, Any]
+    refusing_client: TestClient, method: str, path: str, body: dict[str, Any]
 ) -> None:
     for content_type, raw in NOT_JSON:
         content = raw if raw is not None else json.dumps(body)  # even valid JSON, when declared as something else
-        response = topic_client.request(method, path, content=content, headers={"content-type": content_type})
+        response = refusing_client.request(method, path, content=content, headers={"content-type": content_type})
         assert response.status_code == 415, f"{content_type}: {response.text}"
         assert error_code(response) == "UNSUPPORTED_MEDIA_TYPE"
         assert content_type.split(";")[0] in response.json()["error"]["message"]
-    assert read_all(topic_client, "t") == []  # nothing was written
-    assert [t["name"] for t in topic_client.get("/v1/topics").json()["topics"]] == ["t"]
-    assert topic_client.get("/v1/half-messages").json()["half_messages"] == []
+    assert read_all(refusing_client, "t") == []  # nothing was written
+    assert [t["name"] for t in refusing_client.get("/v1/topics").json()["topics"]] == ["t"]
+    assert refusing_client.get("/v1/half-messages").json()["half_messages"] == []
 
 
 @pytest.mark.parametrize(
@@ -88,8 +99,8 @@ def test_a_route_without_a_body_takes_a_request_without_one(topic_client: TestCl
     assert producer.status_code == 200, producer.text
 
 
-def test_a_bad_path_with_a_form_body_is_still_a_validation_error(topic_client: TestClient) -> None:
+def test_a_bad_path_with_a_form_body_is_still_a_validation_error(refusing_client: TestClient) -> None:
     # The body's type is not what is wrong with a fetch of partition "x".
     form = {"content-type": "application/x-www-form-urlencoded"}
-    response = topic_client.request("GET", "/v1/topics/t/partitions/x/messages", content="a=1", headers=form)
+    response = refusing_client.request("GET", "/v1/topics/t/partitions/x/messages", content="a=1", headers=form)
     assert response.status_code == 422 and error_code(response) == "VALIDATION_ERROR"
