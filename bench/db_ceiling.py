@@ -22,7 +22,7 @@ from sqlalchemy import Connection
 from bench.payloads import PARTITIONS, RAW_VALUE, TOPIC
 from half_store.domain.constants import VALUE_JSON
 from half_store.domain.records import ProducerStamp, Record, Topic, now_ms
-from half_store.storage import log_store
+from half_store.storage import log_reads, log_store
 from half_store.storage.database import open_database
 from half_store.storage.migrate import upgrade
 
@@ -99,6 +99,6 @@ def measure(database_url: str, duration: float) -> list[RawResult]:
 
 
 def _read(conn: Connection, topic: Topic, partition: int, start: int) -> list[object]:
-    return list(log_store.read_range(conn, topic, partition, start, start + 100, 100))
+    return list(log_reads.read_range(conn, topic, partition, start, start + 100, 100))
 
 

@@ -16,7 +16,7 @@ from sqlalchemy import Connection, event, select
 from bench.payloads import TOPIC
 from half_store.domain.records import now_ms
 from half_store.storage import half_message_store as half_store
-from half_store.storage import log_store
+from half_store.storage import log_reads, log_store
 from half_store.storage.database import open_database
 from half_store.storage.schema import messages
 
@@ -49,7 +49,7 @@ def explain(database_url: str) -> dict[str, dict[str, str]]:
             # (name, the broker function that sends it, a table only that statement reads)
             queries: list[tuple[str, Callable[[Connection], object], str]] = [
                 ("fetch (messages by topic_id, partition, offset range)",
-                 lambda c: log_store.read_range(c, topic, 0, start, start + 500, 500), "FROM messages"),
+                 lambda c: log_reads.read_range(c, topic, 0, start, start + 500, 500), "FROM messages"),
                 ("last stable offset (min first_offset of open transactions, via partition_state)",
                  lambda c: log_store.partition_state(c, topic, 0), "transaction_partitions"),
                 ("checker due (half_messages by next_check_at)",

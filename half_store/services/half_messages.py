@@ -59,7 +59,7 @@ from half_store.metrics import ADMIN_ACTIONS, HALF_MESSAGES
 from half_store.services.callback_guard import CallbackGuard
 from half_store.services.log_service import LogService
 from half_store.storage import half_message_store as store
-from half_store.storage import log_store
+from half_store.storage import log_reads, log_store
 from half_store.storage.half_message_store import ResolutionConflict
 from half_store.storage.log_store import AppendRequest
 from half_store.storage.writer import MergeKind
@@ -438,7 +438,7 @@ class HalfMessageService:
         if not halves:
             return {}
         half_topic = self.store.topic_sync(conn, HALF_TOPIC)
-        bodies = log_store.read_offsets(conn, half_topic, 0, [half.half_offset for half in halves])
+        bodies = log_reads.read_offsets(conn, half_topic, 0, [half.half_offset for half in halves])
         for half in halves:
             if half.half_offset not in bodies:
                 raise InternalError(f"half message {half.message_id} is indexed but missing from {HALF_TOPIC}")

@@ -34,7 +34,7 @@ from half_store.metrics import GROUP_FENCED_COMMITS
 from half_store.services import group_fencing
 from half_store.services.notifier import PartitionNotifier
 from half_store.services.stamped_append import STAMPED_APPEND, StampedAppend
-from half_store.storage import group_store, log_store
+from half_store.storage import group_store, log_reads, log_store
 from half_store.storage.log_store import AppendRequest
 from half_store.storage.store import Store
 
@@ -230,12 +230,12 @@ def read_partition(
     # way): a record batch is read whole, and a row bound would let a page of large batches
     # read thousands of messages to return a hundred.
     scanned_to = min(end, offset + max_messages)
-    found = log_store.read_range(conn, topic, partition, offset, scanned_to, max_messages)
+    found = log_reads.read_range(conn, topic, partition, offset, scanned_to, max_messages)
     # Control markers are not returned but still occupy offsets: a short page means
     # everything up to `scanned_to` was scanned.
     next_offset = found[-1].offset + 1 if len(found) == max_messages else scanned_to
     if read_committed and any(m.txn_id is not None for m in found):
-        aborted = log_store.aborted_transactions(conn, topic.topic_id, partition, offset, next_offset)
+        aborted = log_reads.aborted_transactions(conn, topic.topic_id, partition, offset, next_offset)
         if aborted:
             found = PackedList(StoredMessage, (m for m in found if m.txn_id not in aborted))
     return FetchResult(found, next_offset, state)

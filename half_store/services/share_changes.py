@@ -30,7 +30,7 @@ from half_store.domain.records import Record, Topic, now_ms
 from half_store.domain.share_state import DeadLetterReason, InFlightRecord, RecordState, SharePartitionKey
 from half_store.metrics import SHARE_ACCEPTED, SHARE_DEAD_LETTERED, SHARE_RELEASED
 from half_store.services.notifier import PartitionKey
-from half_store.storage import log_store, share_store
+from half_store.storage import log_reads, log_store, share_store
 from half_store.storage.share_store import ShareCursor
 from half_store.storage.store import Store
 
@@ -142,7 +142,7 @@ def _append_dead_letters(
         bodies = {}
         for (topic_id, partition), offsets in by_source.items():
             source = store.topic_by_id_sync(conn, topic_id)
-            for offset, (message, _) in log_store.read_offsets(conn, source, partition, offsets).items():
+            for offset, (message, _) in log_reads.read_offsets(conn, source, partition, offsets).items():
                 bodies[(topic_id, partition, offset)] = (source.name, message)
         now = now_ms()
         letters_out: list[Record] = []

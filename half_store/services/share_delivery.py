@@ -28,7 +28,7 @@ from half_store.domain.share_state import (
 )
 from half_store.services.log_service import read_partition
 from half_store.services.share_changes import ShareChanges
-from half_store.storage import log_store, share_store
+from half_store.storage import log_reads, log_store, share_store
 from half_store.storage.share_store import ShareCursor
 
 Cursors = dict[SharePartitionKey, ShareCursor]
@@ -84,7 +84,7 @@ def deliver(
     for record in plan.parked:
         changes.put(record, new=True)
     again = [r.offset for r in plan.acquired if r.offset not in plan.new]
-    bodies = {o: m for o, (m, _) in log_store.read_offsets(conn, topic, partition, again).items()} if again else {}
+    bodies = {o: m for o, (m, _) in log_reads.read_offsets(conn, topic, partition, again).items()} if again else {}
     bodies.update(fresh)
     received = []
     for record in plan.acquired:

@@ -45,7 +45,7 @@ from half_store.services.share_changes import ShareChanges
 from half_store.services.share_delivery import Act, Acted, Cursors, DeliveryRules, act_on_receipts, deliver
 from half_store.services.stamped_append import lock_open
 from half_store.settings import Settings
-from half_store.storage import log_store, share_store
+from half_store.storage import log_reads, log_store, share_store
 from half_store.storage.writer import MergeKind
 
 ClientGone = Callable[[], Awaitable[bool]]
@@ -270,7 +270,7 @@ class ShareGroupService:
                     continue  # the topic was deleted; its share state goes with it
                 state = log_store.partition_state(conn, topic, row.partition)
                 found = counts.get((row.topic_id, row.partition))
-                unread = log_store.count_readable(conn, topic, row.partition, row.end_offset, state.last_stable_offset)
+                unread = log_reads.count_readable(conn, topic, row.partition, row.end_offset, state.last_stable_offset)
                 start = row.end_offset if found is None or found.start_offset is None else found.start_offset
                 view = views.setdefault(row.topic_id, ShareTopicView(topic.name, []))
                 view.partitions.append(

@@ -12,7 +12,7 @@ from sqlalchemy.exc import DataError
 from half_store.domain.constants import VALUE_BINARY, VALUE_JSON
 from half_store.domain.errors import PartitionNotFound, ValidationFailed
 from half_store.domain.records import ProducerStamp, Record
-from half_store.storage import log_store
+from half_store.storage import log_reads, log_store
 from half_store.storage.database import Database, open_database
 from half_store.storage.schema import partitions
 from half_store.storage.upsert import update_rows
@@ -39,8 +39,8 @@ def test_awkward_keys_headers_and_values_come_back_unchanged(database: Database,
         topic = log_store.create_topic(conn, "t", 1)
         assert log_store.append(conn, topic, 0, records, stamp, as_batch) == 0
     with database.reader.connect() as conn:
-        stored = log_store.read_range(conn, topic, 0, 0, 3, 10)
-        properties = log_store.read_offsets(conn, topic, 0, [2])[2][1]
+        stored = log_reads.read_range(conn, topic, 0, 0, 3, 10)
+        properties = log_reads.read_offsets(conn, topic, 0, [2])[2][1]
     assert [(m.key, m.value, m.value_kind, m.headers, m.timestamp, m.txn_id) for m in stored] == [
         (r.key, r.value, r.value_kind, r.headers, r.timestamp, "txn-1") for r in records
     ]
@@ -119,4 +119,4 @@ def test_a_batch_whose_sequence_numbers_pass_the_32_bit_range_is_refused_not_wra
     with pytest.raises(ValidationFailed, match="run past 2147483647"), database.writer.begin() as conn:
         log_store.append(conn, topic, 0, [record] * 2, ProducerStamp(8, 0, 2**31 - 1))
     with database.reader.connect() as conn:
-        assert [m.offset for m in log_store.read_range(conn, topic, 0, 0, 10, 10)] == [0]
+        assert [m.offset for m in log_reads.read_range(conn, topic, 0, 0, 10, 10)] == [0]

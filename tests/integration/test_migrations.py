@@ -8,7 +8,7 @@ from sqlalchemy import text
 
 from half_store.domain.constants import VALUE_JSON
 from half_store.domain.records import ProducerStamp, Record
-from half_store.storage import log_store
+from half_store.storage import log_reads, log_store
 from half_store.storage.database import open_database
 from half_store.storage.migrate import downgrade, upgrade
 from half_store.storage.schema import metadata
@@ -40,7 +40,7 @@ def test_going_back_before_record_batches_splits_them_into_rows_and_loses_nothin
             ).all()
         upgrade(database.writer)
         with database.reader.connect() as conn:
-            read_back = log_store.read_range(conn, topic, 0, 0, 5, 10)
+            read_back = log_reads.read_range(conn, topic, 0, 0, 5, 10)
     finally:
         database.dispose()
     assert [(o, k, bytes(v), ts, seq) for o, k, v, ts, seq in rows] == [

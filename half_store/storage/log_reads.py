@@ -1,0 +1,189 @@
+"""SQL that reads messages out of the log: fetch ranges, single offsets, and what read_committed may see.
+
+A row is one record, or a record batch (``value_kind`` VALUE_BATCH, see
+:mod:`half_store.storage.record_batch`) covering ``record_count`` offsets from its
+``offset``: every reader here turns rows back into messages, cut to the offsets asked for.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Iterator, Sequence
+from itertools import repeat
+
+from sqlalchemy import Connection, bindparam, func, select
+
+from half_store.domain.constants import CONTROL_NONE, VALUE_BATCH
+from half_store.domain.records import PackedList, StoredMessage, Topic
+from half_store.storage import record_batch
+from half_store.storage.schema import messages, transaction_partitions
+
+# The row holding ``start``: the last row at or before it (a batch may cover ``start`` from below).
+_FLOOR = (
+    select(messages.c.offset)
+    .where(
+        messages.c.topic_id == bindparam("t_id"),
+        messages.c.partition == bindparam("p_id"),
+        messages.c.offset <= bindparam("start"),
+    )
+    .order_by(messages.c.offset.desc())
+    .limit(1)
+    .scalar_subquery()
+)
+_READ_RANGE = (
+    select(
+        messages.c.offset,
+        messages.c.timestamp,
+        messages.c.key,
+        messages.c.value,
+        messages.c.value_kind,
+        messages.c.headers,
+        messages.c.txn_id,
+        messages.c.record_count,
+    )
+    .where(
+        messages.c.topic_id == bindparam("t_id"),
+        messages.c.partition == bindparam("p_id"),
+        messages.c.offset >= func.coalesce(_FLOOR, bindparam("start")),
+        messages.c.offset < bindparam("end"),
+        messages.c.control == CONTROL_NONE,
+    )
+    .order_by(messages.c.offset)
+    .limit(bindparam("limit"))
+)
+
+
+def read_range(conn: Connection, topic: Topic, partition: int, start: int, end: int, limit: int) -> list[StoredMessage]:
+    """Messages with ``start <= offset < end``, in offset order, at most ``limit``; control markers skipped.
+
+    Record batches are cut to the range. Packed, as a fetch hands them to the front.
+    Callers pass ``end <= start + limit``: rows are fetched whole (PostgreSQL sends the
+    whole result), so the offset range, not a row count, is what bounds the bytes read.
+    """
+    # One row more than ``limit``: the first may be a batch that ends before ``start``.
+    rows = conn.execute(
+        _READ_RANGE, {"t_id": topic.topic_id, "p_id": partition, "start": start, "end": end, "limit": limit + 1}
+    )
+    found: list[StoredMessage] = []
+    for offset, timestamp, key, value, kind, headers, txn_id, count in rows:
+        if kind != VALUE_BATCH:
+            if offset >= start:
+                fields = (int(offset), int(timestamp), key, bytes(value), int(kind), headers, txn_id)
+                found.append(StoredMessage(topic.name, partition, *fields))
+        else:
+            first = max(start - offset, 0)
+            stop = min(count, end - offset, first + limit - len(found))
+            if first < stop:
+                found.extend(_batch_messages(topic.name, partition, int(offset), bytes(value), txn_id, first, stop))
+        if len(found) >= limit:
+            break
+    return PackedList(StoredMessage, found[:limit])
+
+
+def _batch_messages(
+    topic: str, partition: int, base_offset: int, blob: bytes, txn_id: str | None, first: int, stop: int
+) -> Iterator[StoredMessage]:
+    """Records ``first`` to ``stop - 1`` of a stored batch, as fetched messages."""
+    c = record_batch.decode_columns(blob, first, stop)
+    offsets = range(base_offset + first, base_offset + stop)
+    columns = zip(repeat(topic), repeat(partition), offsets, c.timestamps, c.keys, c.values, c.kinds, c.headers, repeat(txn_id))
+    return map(tuple.__new__, repeat(StoredMessage), columns)
+
+
+_READ_AT_OFFSETS = select(
+    messages.c.offset,
+    messages.c.timestamp,
+    messages.c.key,
+    messages.c.value,
+    messages.c.value_kind,
+    messages.c.headers,
+    messages.c.properties,
+).where(
+    messages.c.topic_id == bindparam("t_id"),
+    messages.c.partition == bindparam("p_id"),
+    messages.c.offset.in_(bindparam("offsets", expanding=True)),
+)
+
+
+# The record batches that may hold some of the wanted offsets: those from the one holding the lowest to the highest.
+_BATCHES_IN_RANGE = select(messages.c.offset, messages.c.record_count).where(
+    messages.c.topic_id == bindparam("t_id"),
+    messages.c.partition == bindparam("p_id"),
+    messages.c.offset >= func.coalesce(_FLOOR, bindparam("start")),
+    messages.c.offset <= bindparam("last"),
+    messages.c.value_kind == VALUE_BATCH,
+)
+
+
+def read_offsets(
+    conn: Connection, topic: Topic, partition: int, offsets: Sequence[int]
+) -> dict[int, tuple[StoredMessage, str | None]]:
+    """The messages at ``offsets`` with their system properties, by offset (missing ones left out).
+
+    An offset inside a record batch is found through the batch's base offset.
+    """
+    if not offsets:
+        return {}
+    wanted = set(offsets)
+    where = {"t_id": topic.topic_id, "p_id": partition}
+    batches = conn.execute(_BATCHES_IN_RANGE, {**where, "start": min(wanted), "last": max(wanted)})
+    bases = {int(base) for base, count in batches if any(base <= o < base + count for o in wanted)}
+    found: dict[int, tuple[StoredMessage, str | None]] = {}
+    for offset, ts, key, value, kind, headers, properties in conn.execute(
+        _READ_AT_OFFSETS, {**where, "offsets": sorted(wanted | bases)}
+    ):
+        if kind != VALUE_BATCH:
+            if offset in wanted:
+                message = StoredMessage(topic.name, partition, int(offset), int(ts), key, bytes(value), int(kind), headers)
+                found[int(offset)] = (message, properties)
+            continue
+        for index, record in enumerate(record_batch.decode(bytes(value))):
+            if offset + index in wanted:
+                key, value, kind, headers, ts, properties = record
+                message = StoredMessage(topic.name, partition, int(offset) + index, ts, key, value, kind, headers)
+                found[int(offset) + index] = (message, properties)
+    return found
+
+
+def aborted_transactions(conn: Connection, topic_id: int, partition: int, start: int, end: int) -> set[str]:
+    """Ids of aborted transactions with messages in ``[start, end)`` of a partition."""
+    rows = conn.execute(
+        select(transaction_partitions.c.txn_id).where(
+            transaction_partitions.c.topic_id == topic_id,
+            transaction_partitions.c.partition == partition,
+            transaction_partitions.c.aborted.is_(True),
+            transaction_partitions.c.first_offset < end,
+            transaction_partitions.c.marker_offset >= start,
+        )
+    )
+    return {row[0] for row in rows}
+
+
+def count_readable(conn: Connection, topic: Topic, partition: int, start: int, end: int) -> int:
+    """How many messages ``read_committed`` would return from ``[start, end)``: no markers, no aborted ones.
+
+    ``end`` is a batch boundary (a last stable offset or high watermark); ``start`` may
+    fall inside a batch, whose records from ``start`` on then count.
+    """
+    if start >= end:
+        return 0
+    readable = [
+        messages.c.topic_id == topic.topic_id,
+        messages.c.partition == partition,
+        messages.c.control == CONTROL_NONE,
+    ]
+    aborted = aborted_transactions(conn, topic.topic_id, partition, start, end)
+    if aborted:
+        readable.append(messages.c.txn_id.is_(None) | messages.c.txn_id.notin_(sorted(aborted)))
+    whole = select(func.coalesce(func.sum(messages.c.record_count), 0)).where(
+        *readable, messages.c.offset >= start, messages.c.offset < end
+    )
+    total = int(conn.execute(whole).scalar_one())
+    straddling = conn.execute(
+        select(messages.c.offset, messages.c.record_count)
+        .where(*readable, messages.c.offset < start, messages.c.value_kind == VALUE_BATCH)
+        .order_by(messages.c.offset.desc())
+        .limit(1)
+    ).first()
+    if straddling is not None:
+        total += max(0, min(int(straddling[0]) + int(straddling[1]), end) - start)
+    return total
