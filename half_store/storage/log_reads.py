@@ -178,12 +178,14 @@ def count_readable(conn: Connection, topic: Topic, partition: int, start: int, e
         *readable, messages.c.offset >= start, messages.c.offset < end
     )
     total = int(conn.execute(whole).scalar_one())
-    straddling = conn.execute(
+    # The readable row just below ``start`` (not the last batch below it: that search could
+    # walk back over a whole partition of single records).
+    below = conn.execute(
         select(messages.c.offset, messages.c.record_count)
-        .where(*readable, messages.c.offset < start, messages.c.value_kind == VALUE_BATCH)
+        .where(*readable, messages.c.offset < start)
         .order_by(messages.c.offset.desc())
         .limit(1)
     ).first()
-    if straddling is not None:
-        total += max(0, min(int(straddling[0]) + int(straddling[1]), end) - start)
+    if below is not None:
+        total += max(0, min(int(below[0]) + int(below[1]), end) - start)
     return total
