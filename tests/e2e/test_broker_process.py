@@ -131,7 +131,8 @@ def test_kafka_mode_transactions_across_a_sigkill(sqlite_databases: SqliteDataba
         api = broker.url
         httpx.post(f"{api}/v1/topics", json={"name": "t", "partitions": 2})
         producer = httpx.post(f"{api}/v1/producers", json={"transactional_id": "etl"}).json()
-        open_txn = httpx.post(f"{api}/v1/transactions", json={**producer, "timeout_ms": 8000}).json()["txn_id"]
+        # Long enough to outlast the kill and the restart on a loaded machine (8 s did not once).
+        open_txn = httpx.post(f"{api}/v1/transactions", json={**producer, "timeout_ms": 20_000}).json()["txn_id"]
         httpx.post(f"{api}/v1/topics/t/partitions/0/messages", json={"messages": [{"value": "orphan"}], "txn_id": open_txn})
         committed = httpx.post(f"{api}/v1/transactions", json={}).json()["txn_id"]
         httpx.post(f"{api}/v1/topics/t/partitions/1/messages", json={"messages": [{"value": "kept"}], "txn_id": committed})
@@ -140,7 +141,7 @@ def test_kafka_mode_transactions_across_a_sigkill(sqlite_databases: SqliteDataba
         broker.start()
         api = broker.url
         assert httpx.get(f"{api}/v1/topics/t").json()["partitions"][0]["last_stable_offset"] == 0
-        wait_for(lambda: httpx.get(f"{api}/v1/transactions/{open_txn}").json()["state"] == "TIMED_OUT")
+        wait_for(lambda: httpx.get(f"{api}/v1/transactions/{open_txn}").json()["state"] == "TIMED_OUT", timeout=45)
         assert read_all(api, "t", 0) == [] and [m["value"] for m in read_all(api, "t", 1)] == ["kept"]
         fenced = httpx.post(
             f"{api}/v1/topics/t/partitions/0/messages", json={"messages": [{"value": 1}], "base_sequence": 0, **producer}
