@@ -61,9 +61,8 @@ def postgres_databases() -> Iterator[PostgresDatabases]:
     databases.close()
 
 
-@pytest.fixture(params=DATABASES)
-def database_url(request: pytest.FixtureRequest) -> Iterator[str]:
-    """A migrated, empty database of each kind."""
+def _fresh_database(request: pytest.FixtureRequest) -> Iterator[str]:
+    """A migrated, empty database of the kind ``request.param`` names, released after use."""
     if request.param == "sqlite":
         yield request.getfixturevalue("sqlite_databases").new()
         return
@@ -71,6 +70,12 @@ def database_url(request: pytest.FixtureRequest) -> Iterator[str]:
     url = databases.new()
     yield url
     databases.release(url)
+
+
+@pytest.fixture(params=DATABASES)
+def database_url(request: pytest.FixtureRequest) -> Iterator[str]:
+    """A migrated, empty database of each kind."""
+    yield from _fresh_database(request)
 
 
 @pytest.fixture(scope="module", params=DATABASES)
@@ -80,13 +85,7 @@ def module_database_url(request: pytest.FixtureRequest) -> Iterator[str]:
     For modules whose tests cannot disturb one another (every request they make is
     refused, or each works in names of its own): one app start per module, not per test.
     """
-    if request.param == "sqlite":
-        yield request.getfixturevalue("sqlite_databases").new()
-        return
-    databases: PostgresDatabases = request.getfixturevalue("postgres_databases")
-    url = databases.new()
-    yield url
-    databases.release(url)
+    yield from _fresh_database(request)
 
 
 @pytest.fixture

@@ -29,17 +29,17 @@ _FLOOR = (
     .limit(1)
     .scalar_subquery()
 )
+# What every read turns back into a message, the offset first.
+_MESSAGE_FIELDS = (
+    messages.c.offset,
+    messages.c.timestamp,
+    messages.c.key,
+    messages.c.value,
+    messages.c.value_kind,
+    messages.c.headers,
+)
 _READ_RANGE = (
-    select(
-        messages.c.offset,
-        messages.c.timestamp,
-        messages.c.key,
-        messages.c.value,
-        messages.c.value_kind,
-        messages.c.headers,
-        messages.c.txn_id,
-        messages.c.record_count,
-    )
+    select(*_MESSAGE_FIELDS, messages.c.txn_id, messages.c.record_count)
     .where(
         messages.c.topic_id == bindparam("t_id"),
         messages.c.partition == bindparam("p_id"),
@@ -76,7 +76,7 @@ def read_range(conn: Connection, topic: Topic, partition: int, start: int, end: 
                 found.extend(_batch_messages(topic.name, partition, int(offset), bytes(value), txn_id, first, stop))
         if len(found) >= limit:
             break
-    return PackedList(StoredMessage, found[:limit])
+    return PackedList(StoredMessage, found)  # never past ``limit``: each row's records are cut to what is left
 
 
 def _batch_messages(
@@ -89,15 +89,7 @@ def _batch_messages(
     return map(tuple.__new__, repeat(StoredMessage), columns)
 
 
-_READ_AT_OFFSETS = select(
-    messages.c.offset,
-    messages.c.timestamp,
-    messages.c.key,
-    messages.c.value,
-    messages.c.value_kind,
-    messages.c.headers,
-    messages.c.properties,
-).where(
+_READ_AT_OFFSETS = select(*_MESSAGE_FIELDS, messages.c.properties).where(
     messages.c.topic_id == bindparam("t_id"),
     messages.c.partition == bindparam("p_id"),
     messages.c.offset.in_(bindparam("offsets", expanding=True)),
