@@ -20,7 +20,10 @@ def _messages_in_database_file(db_path: Path, copy_to: Path) -> int:
     """Messages in the main database file alone, as if the WAL were lost (a row holds a batch of them)."""
     shutil.copyfile(db_path, copy_to)
     with sqlite3.connect(copy_to) as connection:
-        return int(connection.execute("SELECT coalesce(sum(record_count), 0) FROM messages").fetchone()[0])
+        try:
+            return int(connection.execute("SELECT coalesce(sum(record_count), 0) FROM messages").fetchone()[0])
+        except sqlite3.OperationalError:  # the schema itself is still only in the WAL
+            return 0
 
 
 def test_committed_messages_are_checkpointed_into_the_database_file(tmp_path: Path) -> None:
@@ -28,7 +31,7 @@ def test_committed_messages_are_checkpointed_into_the_database_file(tmp_path: Pa
     with TestClient(create_app(make_settings(f"sqlite:///{db_path}"))) as client:
         create_topic(client, "t")
         client.post("/v1/topics/t/messages", json={"messages": [{"value": n} for n in range(50)]})
-        deadline = time.monotonic() + 5
+        deadline = time.monotonic() + 30  # a loaded machine delays the checkpointer's thread, not its outcome
         while _messages_in_database_file(db_path, tmp_path / "copy.db") < 50 and time.monotonic() < deadline:
             time.sleep(0.05)
         assert _messages_in_database_file(db_path, tmp_path / "copy.db") == 50
