@@ -25,6 +25,7 @@ from app.api import (
 )
 from app.api.access_cache import AccessCache
 from app.api.authorize import Authority, ListingFilterMiddleware, authorize
+from app.api.direct_routes import DirectRoutes
 from app.api.encoding import MessageLimits
 from app.api.errors import install_error_handlers
 from app.api.middleware import AccessLogMiddleware, BodyLimitMiddleware, MetricsMiddleware, enable_access_log
@@ -81,6 +82,8 @@ def create_app(settings: Settings | None = None) -> FastAPI:
     app.include_router(share_routes.router)
     app.include_router(ops_routes.router)
     app.include_router(console_routes.router)
+    if settings.direct_routes:  # innermost: the body limit and the metrics still see every request
+        app.add_middleware(DirectRoutes)
     app.add_middleware(BodyLimitMiddleware, max_bytes=settings.max_request_bytes)
     app.add_middleware(ListingFilterMiddleware)
     app.add_middleware(MetricsMiddleware)

@@ -29,6 +29,12 @@ REQUEST_LATENCY = Histogram(
     buckets=(0.001, 0.0025, 0.005, 0.01, 0.025, 0.05, 0.1, 0.25, 0.5, 1, 2.5, 5, 10, 30),
     registry=FRONT_REGISTRY,
 )
+DIRECT_REQUESTS = Counter(
+    "halfmq_http_direct_requests_total",
+    "HTTP requests answered without FastAPI's routing and dependency solving (the rest: halfmq_http_requests_total)",
+    ["route"],
+    registry=FRONT_REGISTRY,
+)
 MESSAGES_IN = Counter("halfmq_messages_in_total", "Messages appended to user topics", ["topic"], registry=FRONT_REGISTRY)
 MESSAGES_OUT = Counter("halfmq_messages_out_total", "Messages returned by fetches", ["topic"], registry=FRONT_REGISTRY)
 AUTH_REFUSALS = Counter(

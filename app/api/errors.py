@@ -29,6 +29,13 @@ def error_response(error: BrokerError) -> Response:
     return JsonResponse({"error": {"code": error.code, "message": error.message}}, status_code=error.status)
 
 
+def broker_error_answer(error: BrokerError) -> Response:
+    """A route's domain error as its answer; the broker's own failures (5xx) are logged too."""
+    if error.status >= 500:
+        log.warning("%s: %s", error.code, error.message)
+    return error_response(error)
+
+
 def describe_validation(errors: list[Any]) -> BrokerError:
     """Malformed JSON is a 400; JSON of the wrong shape is a 422 naming the first bad field."""
     for item in errors:
@@ -65,9 +72,7 @@ def non_json_body_type(request: Request, errors: list[Any]) -> str | None:
 def install_error_handlers(app: FastAPI) -> None:
     @app.exception_handler(BrokerError)
     async def _broker_error(_request: Request, error: BrokerError) -> Response:
-        if error.status >= 500:
-            log.warning("%s: %s", error.code, error.message)
-        return error_response(error)
+        return broker_error_answer(error)
 
     @app.exception_handler(RequestValidationError)
     async def _validation_error(request: Request, error: RequestValidationError) -> Response:

@@ -21,6 +21,7 @@ from app.core.protocol import (
     READY,
     SETTINGS_ENV,
     SOCKET_FD_ENV,
+    FrameWriter,
     encode,
     read_frame,
 )
@@ -52,7 +53,7 @@ class CoreLink:
     def __init__(self, process: subprocess.Popen[bytes], reader: asyncio.StreamReader, writer: asyncio.StreamWriter) -> None:
         self._process = process
         self._reader = reader
-        self._writer = writer
+        self._frames = FrameWriter(writer)
         self._ids = itertools.count()
         self._pending: dict[int, asyncio.Future[Reply]] = {}
         self._closing = False
@@ -85,8 +86,8 @@ class CoreLink:
         reply: asyncio.Future[Reply] = asyncio.get_running_loop().create_future()
         self._pending[call_id] = reply
         try:
-            self._writer.write(encode((CALL, call_id, service, method, args, kwargs, client_gone is not None)))
-            await self._writer.drain()
+            self._frames.send(encode((CALL, call_id, service, method, args, kwargs, client_gone is not None)))
+            await self._frames.drain()
             ok, value = await (reply if client_gone is None else self._watching(call_id, reply, client_gone))
         except asyncio.CancelledError:
             self._send_gone(call_id)
@@ -110,7 +111,7 @@ class CoreLink:
 
     def _send_gone(self, call_id: int) -> None:
         if not self._lost:
-            self._writer.write(encode((GONE, call_id)))
+            self._frames.send(encode((GONE, call_id)))
 
     async def _read(self) -> None:
         try:
@@ -133,7 +134,7 @@ class CoreLink:
     async def close(self) -> None:
         """Stop the core gracefully: it commits what is queued, stops its jobs and exits."""
         self._closing = True
-        self._writer.close()
+        self._frames.close()
         try:
             await asyncio.wait_for(asyncio.to_thread(self._process.wait), STOP_TIMEOUT_SECONDS)
         except TimeoutError:

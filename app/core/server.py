@@ -26,6 +26,7 @@ from app.core.protocol import (
     READY,
     SETTINGS_ENV,
     SOCKET_FD_ENV,
+    FrameWriter,
     encode,
     read_frame,
 )
@@ -54,13 +55,13 @@ class CoreServer:
             "broker": broker,
         }
         self._reader = reader
-        self._writer = writer
+        self._frames = FrameWriter(writer)
         self._client_gone: dict[int, asyncio.Event] = {}
         self._calls: set[asyncio.Task[None]] = set()
 
     async def serve(self) -> None:
         """Answer calls until the front closes the connection."""
-        self._writer.write(encode((READY,)))
+        self._frames.send(encode((READY,)))
         while (message := await read_frame(self._reader)) is not None:
             if message[0] == CALL:
                 task = asyncio.create_task(self._answer(*message[1:]))
@@ -73,7 +74,7 @@ class CoreServer:
         for task in list(self._calls):
             task.cancel()  # a cancelled caller does not undo its write: the writer thread still commits it
         await asyncio.gather(*self._calls, return_exceptions=True)
-        self._writer.close()
+        self._frames.close()
 
     async def _answer(
         self, call_id: int, service: str, method: str, args: tuple[Any, ...], kwargs: dict[str, Any], watches_client: bool
@@ -101,9 +102,9 @@ class CoreServer:
         except Exception:
             log.exception("cannot send the result of %s.%s", service, method)
             frame = encode((call_id, False, InternalError("internal error; the broker logged the details")))
-        self._writer.write(frame)
+        self._frames.send(frame)
         with contextlib.suppress(ConnectionError):
-            await self._writer.drain()
+            await self._frames.drain()
 
     async def _call(self, service: str, method: str, args: tuple[Any, ...], kwargs: dict[str, Any]) -> Any:
         if method not in EXPOSED.get(service, frozenset()):

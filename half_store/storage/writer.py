@@ -90,7 +90,7 @@ class MergeKind(Generic[P, T]):
 @dataclass(eq=False)
 class _Pending:
     unit: Unit[Any] | None
-    done: Callable[[Any, BaseException | None], None]
+    future: asyncio.Future[Any]  # its caller's, on the caller's event loop
     locks: Sequence[LockKey] = ()
     kind: MergeKind[Any, Any] | None = None
     payload: Any = None
@@ -138,20 +138,15 @@ class GroupCommitWriter:
 
     async def submit(self, unit: Unit[T], *, locks: Sequence[LockKey] = ()) -> T:
         """Run ``unit`` in the next group commit and return its result once durable."""
-        return await self._enqueue(lambda done: _Pending(unit, done, locks))  # type: ignore[no-any-return]
+        return await self._enqueue(lambda future: _Pending(unit, future, locks))  # type: ignore[no-any-return]
 
     async def submit_merged(self, kind: MergeKind[P, T], payload: P, *, locks: Sequence[LockKey] = ()) -> T:
         """Like :meth:`submit`, for a unit of ``kind`` that may run merged with others of its kind."""
-        return await self._enqueue(lambda done: _Pending(None, done, locks, kind, payload))  # type: ignore[no-any-return]
+        return await self._enqueue(lambda future: _Pending(None, future, locks, kind, payload))  # type: ignore[no-any-return]
 
-    async def _enqueue(self, make: Callable[[Callable[[Any, BaseException | None], None]], _Pending]) -> Any:
-        loop = asyncio.get_running_loop()
-        future: asyncio.Future[Any] = loop.create_future()
-
-        def done(result: Any, error: BaseException | None) -> None:
-            loop.call_soon_threadsafe(_settle, future, result, error)
-
-        self._queue.put(make(done))
+    async def _enqueue(self, make: Callable[[asyncio.Future[Any]], _Pending]) -> Any:
+        future: asyncio.Future[Any] = asyncio.get_running_loop().create_future()
+        self._queue.put(make(future))
         return await future
 
     @property
@@ -210,9 +205,7 @@ class GroupCommitWriter:
                 retry.append(batch[0])
             else:
                 failure = error if isinstance(error, BrokerError) else _storage_failure(error)
-                for pending in batch:
-                    if pending not in retry:
-                        pending.done(None, failure)
+                _answer([(pending, None, failure) for pending in batch if pending not in retry])
                 self._retry_alone(retry)
                 return
         else:
@@ -223,9 +216,7 @@ class GroupCommitWriter:
             GROUP_COMMIT_UNITS.inc(succeeded)
             if self._on_commit is not None:
                 self._on_commit()
-            for pending in batch:
-                if pending.outcome is not None:
-                    pending.done(*pending.outcome)
+            _answer([(pending, *pending.outcome) for pending in batch if pending.outcome is not None])
         self._retry_alone(retry)
 
     def _run_optimistically(self, connection: Connection, batch: list[_Pending]) -> None:
@@ -328,11 +319,27 @@ def unstorable(error: DataError) -> ValidationFailed:
     return ValidationFailed(f"a value in the request cannot be stored: {reason}")
 
 
-def _settle(future: asyncio.Future[Any], result: Any, error: BaseException | None) -> None:
-    if future.done():  # the request was cancelled (client went away); the write stands
-        return
-    if error is not None:
-        future.set_exception(error)
-    else:
-        future.set_result(result)
+Answer = tuple[_Pending, Any, BaseException | None]
+
+
+def _answer(answers: list[Answer]) -> None:
+    """Wake the callers of a committed (or failed) batch: one wake-up per event loop, not one per caller."""
+    by_loop: dict[asyncio.AbstractEventLoop, list[Answer]] = defaultdict(list)
+    for answer in answers:
+        by_loop[answer[0].future.get_loop()].append(answer)
+    for loop, settled in by_loop.items():
+        try:
+            loop.call_soon_threadsafe(_settle, settled)
+        except RuntimeError:  # that loop has closed: nobody waits for these answers any more
+            log.debug("%d answers for a closed event loop dropped", len(settled))
+
+
+def _settle(answers: list[Answer]) -> None:
+    for pending, result, error in answers:
+        if pending.future.done():  # the request was cancelled (client went away); the write stands
+            continue
+        if error is not None:
+            pending.future.set_exception(error)
+        else:
+            pending.future.set_result(result)
 
