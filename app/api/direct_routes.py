@@ -18,7 +18,6 @@ replayed, so every refusal keeps the exact answer FastAPI's path gives it.
 from __future__ import annotations
 
 import inspect
-import logging
 import re
 import types
 import typing
@@ -39,8 +38,6 @@ from app.api.authorize import authorize, bearer_scheme
 from app.api.errors import broker_error_answer
 from app.metrics import DIRECT_REQUESTS
 from half_store.domain.errors import BrokerError, bad_unicode
-
-log = logging.getLogger(__name__)
 
 _MISSING = object()
 
@@ -227,22 +224,20 @@ class DirectRoutes:
             await self.app(scope, receive, send)
             return
         route, path_params = matched
-        body: bytes | None = b""
+        body = b""
         if route.takes_body:
-            body, receive = await _read_body(receive)
-            if body is None:
+            read, receive = await _read_body(receive)
+            if read is None:
                 return  # the client went away
-        try:
-            served = await self._serve(route, path_params, body, scope, receive)
-        except _NotServed:
-            served = None
+            body = read
+        served = await self._serve(route, path_params, body, scope, receive)
         if served is None:
             await self.app(scope, receive, send)
             return
         await served(scope, receive, send)
 
     async def _serve(
-        self, route: _Route, path_params: dict[str, str], body: bytes | None, scope: Scope, receive: Receive
+        self, route: _Route, path_params: dict[str, str], body: bytes, scope: Scope, receive: Receive
     ) -> Response | None:
         parsed: Any = None
         if route.takes_body and not body and route.body_optional:

@@ -8,7 +8,6 @@ import time
 from collections.abc import Callable, Sequence
 from typing import TypeVar
 
-import anyio
 from sqlalchemy import Connection, text
 from sqlalchemy.exc import DataError, OperationalError
 
@@ -19,6 +18,7 @@ from half_store.storage import log_store
 from half_store.storage.checkpointer import Checkpointer
 from half_store.storage.database import Database
 from half_store.storage.log_store import AppendRequest
+from half_store.storage.read_pool import ReadPool
 from half_store.storage.writer import GroupCommitWriter, LockKey, MergeKind, unstorable
 
 T = TypeVar("T")
@@ -44,7 +44,7 @@ TOPIC_CACHE_SECONDS = 5.0
 class Store:
     def __init__(self, database: Database, *, read_threads: int | None = None) -> None:
         self.database = database
-        self._read_limiter = anyio.CapacityLimiter(read_threads or DEFAULT_READ_THREADS[database.dialect])
+        self._readers = ReadPool(read_threads or DEFAULT_READ_THREADS[database.dialect])
         # SQLite locks the whole database per write transaction; row locks need ordering only on PostgreSQL.
         prelock = None if database.is_sqlite else log_store.lock_partitions
         # SQLite: WAL checkpoints on a thread of their own rather than inside the writer's commits.
@@ -68,6 +68,7 @@ class Store:
 
     def close(self) -> None:
         self.writer.close()
+        self._readers.close()
         if self._checkpointer is not None:
             self._checkpointer.close()
         self.database.dispose()
@@ -86,7 +87,7 @@ class Store:
         return await self.write_merged(APPEND, request, locks=locks)
 
     async def read(self, query: Callable[[Connection], T]) -> T:
-        return await anyio.to_thread.run_sync(self.read_sync, query, limiter=self._read_limiter)
+        return await self._readers.run(functools.partial(self.read_sync, query))
 
     async def ping(self) -> None:
         """Raise :class:`StorageUnavailable` unless the database answers a query."""
