@@ -32,10 +32,11 @@ from fastapi.routing import APIRoute
 from pydantic import BaseModel, TypeAdapter, ValidationError
 from starlette.responses import Response
 from starlette.routing import compile_path
-from starlette.types import ASGIApp, Message, Receive, Scope, Send
+from starlette.types import ASGIApp, Receive, Scope, Send
 
 from app.api.authorize import authorize, bearer_scheme
 from app.api.errors import broker_error_answer
+from app.api.middleware import replaying
 from app.metrics import DIRECT_REQUESTS
 from half_store.domain.errors import BrokerError, bad_unicode
 
@@ -282,13 +283,4 @@ async def _read_body(receive: Receive) -> tuple[bytes | None, Receive]:
         if not message.get("more_body", False):
             break
     body = b"".join(chunks)
-    replayed = False
-
-    async def replay() -> Message:
-        nonlocal replayed
-        if replayed:
-            return await receive()
-        replayed = True
-        return {"type": "http.request", "body": body, "more_body": False}
-
-    return body, replay
+    return body, replaying(body, receive)
