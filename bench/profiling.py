@@ -14,6 +14,7 @@ import sys
 from collections import Counter
 from pathlib import Path
 
+REPO_ROOT = Path(__file__).resolve().parents[1]
 _FRAME = re.compile(r"^(?P<func>.*?) \((?P<file>[^:()]+)(?::\d+)?\)$")
 
 
@@ -40,7 +41,7 @@ def _name(frame: str) -> str:
     if not match:
         return frame.strip()
     path = match["file"]
-    for marker in ("site-packages/", "/work/main/", "lib/python3"):
+    for marker in ("site-packages/", f"{REPO_ROOT}/", "lib/python3"):
         if marker in path:
             path = path.split(marker, 1)[1]
             break
