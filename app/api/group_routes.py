@@ -85,7 +85,9 @@ class MemberOut(TypedDict):
     last_heartbeat_ms: int
 
 
-class GroupOffsetOut(TypedDict):
+class DescribedGroupOffset(TypedDict):
+    """A committed offset as a group's description shows it (``GET /v1/groups/{group}/offsets`` says more)."""
+
     topic: str
     partition: int
     offset: int
@@ -98,7 +100,7 @@ class GroupDescription(TypedDict):
     state: str
     group_epoch: int
     members: list[MemberOut]
-    offsets: list[GroupOffsetOut]
+    offsets: list[DescribedGroupOffset]
 
 
 def _partitions(partitions: tuple[NamedPartition, ...]) -> list[TopicPartitionOut]:
