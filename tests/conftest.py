@@ -61,7 +61,7 @@ def postgres_databases() -> Iterator[PostgresDatabases]:
     databases.close()
 
 
-def _fresh_database(request: pytest.FixtureRequest) -> Iterator[str]:
+def fresh_database(request: pytest.FixtureRequest) -> Iterator[str]:
     """A migrated, empty database of the kind ``request.param`` names, released after use."""
     if request.param == "sqlite":
         yield request.getfixturevalue("sqlite_databases").new()
@@ -75,7 +75,7 @@ def _fresh_database(request: pytest.FixtureRequest) -> Iterator[str]:
 @pytest.fixture(params=DATABASES)
 def database_url(request: pytest.FixtureRequest) -> Iterator[str]:
     """A migrated, empty database of each kind."""
-    yield from _fresh_database(request)
+    yield from fresh_database(request)
 
 
 @pytest.fixture(scope="module", params=DATABASES)
@@ -85,7 +85,7 @@ def module_database_url(request: pytest.FixtureRequest) -> Iterator[str]:
     For modules whose tests cannot disturb one another (every request they make is
     refused, or each works in names of its own): one app start per module, not per test.
     """
-    yield from _fresh_database(request)
+    yield from fresh_database(request)
 
 
 @pytest.fixture

@@ -43,10 +43,6 @@ from half_store.domain.errors import BrokerError, bad_unicode
 _MISSING = object()
 
 
-class _NotServed(Exception):
-    """This request is FastAPI's to answer (it would validate or parse it differently)."""
-
-
 @dataclass(frozen=True)
 class _Parameter:
     name: str
@@ -63,10 +59,9 @@ class _Parameter:
             if body is _MISSING:  # an empty body for an optional model
                 return self.default
             return self.model.model_validate(body)
-        raw = path_params.get(self.name) if self.source == "path" else request.query_params.get(self.name)
+        # A path value is always there (the route's pattern matched); a query value has a default.
+        raw = path_params[self.name] if self.source == "path" else request.query_params.get(self.name)
         if raw is None:
-            if self.default is _MISSING:
-                raise _NotServed
             return self.default
         assert self.adapter is not None
         return self.adapter.validate_python(raw)
@@ -78,14 +73,7 @@ class _Route:
     path: str
     endpoint: Callable[..., Awaitable[Response]]
     parameters: tuple[_Parameter, ...]
-
-    @property
-    def takes_body(self) -> bool:
-        return any(p.source == "body" for p in self.parameters)
-
-    @property
-    def body_optional(self) -> bool:
-        return any(p.source == "body" and p.default is None for p in self.parameters)
+    body: _Parameter | None  # the one body parameter, if the route takes a body
 
 
 @dataclass(frozen=True)
@@ -120,9 +108,10 @@ def _plain_route(route: Any) -> _Route | None:
         if parameter is None:
             return None
         parameters.append(parameter)
-    if sum(1 for p in parameters if p.source == "body") > 1:
+    bodies = [p for p in parameters if p.source == "body"]
+    if len(bodies) > 1:
         return None
-    return _Route(route, str(route.path), endpoint, tuple(parameters))
+    return _Route(route, str(route.path), endpoint, tuple(parameters), bodies[0] if bodies else None)
 
 
 def _parameter(name: str, annotation: Any, declared: inspect.Parameter, *, in_path: bool) -> _Parameter | None:
@@ -146,12 +135,16 @@ def _parameter(name: str, annotation: Any, declared: inspect.Parameter, *, in_pa
 
 
 def _optional_model(annotation: Any) -> type[BaseModel] | None:
+    inner = _optional(annotation)
+    return inner if isinstance(inner, type) and issubclass(inner, BaseModel) else None
+
+
+def _optional(annotation: Any) -> Any:
+    """``X`` of ``X | None``; None for any other annotation."""
     if typing.get_origin(annotation) not in (typing.Union, types.UnionType):
         return None
     members = [a for a in typing.get_args(annotation) if a is not type(None)]
-    if len(members) == 1 and isinstance(members[0], type) and issubclass(members[0], BaseModel):
-        return members[0]
-    return None
+    return members[0] if len(members) == 1 else None
 
 
 def _split_annotated(annotation: Any) -> tuple[Any, tuple[Any, ...]]:
@@ -166,9 +159,9 @@ def _scalar(annotation: Any) -> bool:
     origin = typing.get_origin(annotation)
     if origin is typing.Literal:
         return all(isinstance(value, int | str | bool) for value in typing.get_args(annotation))
-    if origin in (typing.Union, types.UnionType):
-        members = [a for a in typing.get_args(annotation) if a is not type(None)]
-        return len(members) == 1 and _scalar(members[0])
+    inner = _optional(annotation)
+    if inner is not None:
+        return _scalar(inner)
     return annotation in (int, str, bool)
 
 
@@ -226,7 +219,7 @@ class DirectRoutes:
             return
         route, path_params = matched
         body = b""
-        if route.takes_body:
+        if route.body is not None:
             read, receive = await _read_body(receive)
             if read is None:
                 return  # the client went away
@@ -241,9 +234,9 @@ class DirectRoutes:
         self, route: _Route, path_params: dict[str, str], body: bytes, scope: Scope, receive: Receive
     ) -> Response | None:
         parsed: Any = None
-        if route.takes_body and not body and route.body_optional:
-            parsed = _MISSING  # as FastAPI: no body, whatever its declared type, is the default
-        elif route.takes_body:
+        if route.body is not None and not body and route.body.default is None:
+            parsed = _MISSING  # as FastAPI: no body, whatever its declared type, is the default of an optional one
+        elif route.body is not None:
             if not body or not _json_media_type(scope):
                 return None
             try:
@@ -259,7 +252,7 @@ class DirectRoutes:
         request = Request(scope, receive)
         try:
             arguments = {p.name: p.value(request, path_params, parsed) for p in route.parameters}
-        except (ValidationError, _NotServed):
+        except ValidationError:
             del scope["route"], scope["endpoint"], scope["path_params"]
             return None
         DIRECT_REQUESTS.labels(route.path).inc()

@@ -8,6 +8,7 @@ have taken the direct path, and the ones it is unsure of must not have.
 
 from __future__ import annotations
 
+import contextlib
 from collections.abc import Iterator
 from typing import Any
 
@@ -15,7 +16,7 @@ import pytest
 from fastapi.testclient import TestClient
 
 from app.main import create_app
-from tests.conftest import DATABASES
+from tests.conftest import DATABASES, fresh_database
 from tests.integration.conftest import make_settings
 
 ADMIN = "admin-secret-for-direct-routes"
@@ -92,15 +93,9 @@ CASES: list[Case] = [
 @pytest.fixture(params=DATABASES)
 def two_databases(request: pytest.FixtureRequest) -> Iterator[tuple[str, str]]:
     """Two migrated, empty databases of one kind."""
-    if request.param == "sqlite":
-        databases = request.getfixturevalue("sqlite_databases")
-        yield databases.new(), databases.new()
-        return
-    databases = request.getfixturevalue("postgres_databases")
-    urls = databases.new(), databases.new()
-    yield urls
-    for url in urls:
-        databases.release(url)
+    fresh = contextlib.contextmanager(fresh_database)
+    with fresh(request) as first, fresh(request) as second:
+        yield first, second
 
 
 def _masked(value: Any) -> Any:
