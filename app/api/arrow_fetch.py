@@ -36,10 +36,10 @@ pandas when it is installed (0.4 s and 60 MB more on the first call).
 from __future__ import annotations
 
 from array import array
+from bisect import bisect_right
 from collections.abc import Callable, Sequence
 from functools import cache
 from itertools import accumulate
-from operator import itemgetter
 from typing import Any, Literal
 
 import orjson
@@ -47,6 +47,7 @@ from starlette.responses import Response
 
 from half_store.domain.constants import VALUE_BINARY, VALUE_JSON
 from half_store.domain.errors import ArrowUnavailable
+from half_store.domain.message_page import MessagePage
 from half_store.domain.records import FetchResult, StoredMessage
 
 ARROW_STREAM = "application/vnd.apache.arrow.stream"
@@ -57,7 +58,6 @@ LAST_STABLE_OFFSET_HEADER = "X-Halfmq-Last-Stable-Offset"
 
 # What ends an IPC stream: the continuation marker and a message of length 0.
 END_OF_STREAM = b"\xff\xff\xff\xff\x00\x00\x00\x00"
-_value_of = itemgetter(5)  # StoredMessage.value
 
 # A record batch's string columns use 32-bit offsets (utf8, binary): at most 2 GiB of data
 # each. Pages are cut into batches of about this many value bytes, far below that.
@@ -184,49 +184,52 @@ def encode_page(result: FetchResult) -> bytes:
         "halfmq.last_stable_offset": str(result.state.last_stable_offset),
     }
     parts = [schema.with_metadata(positions).serialize()]
+    page = _as_page(result.messages)
     # Batches are made against the schema without metadata: against a fresh schema object
     # from_arrays took 200 µs instead of 70 µs for 100 messages.
-    parts.extend(_record_batch(pa, schema, chunk).serialize() for chunk in _chunks(result.messages))
+    parts.extend(_record_batch(pa, schema, page, start, stop).serialize() for start, stop in _chunks(page))
     parts.append(END_OF_STREAM)
     return b"".join(parts)
 
 
-def _chunks(messages: Sequence[StoredMessage]) -> list[Sequence[StoredMessage]]:
-    """The page cut where its values pass :data:`BATCH_VALUE_BYTES` (almost always one chunk)."""
-    if not messages:
-        return []
-    if sum(map(len, map(_value_of, messages))) <= BATCH_VALUE_BYTES:
-        return [messages]
-    chunks: list[Sequence[StoredMessage]] = []
-    start, size = 0, 0
-    for index, message in enumerate(messages):
-        size += len(message.value)
-        if size > BATCH_VALUE_BYTES and index > start:
-            chunks.append(messages[start:index])
-            start, size = index, len(message.value)
-    chunks.append(messages[start:])
+def _as_page(messages: Sequence[StoredMessage]) -> MessagePage:
+    if isinstance(messages, MessagePage):
+        return messages
+    return MessagePage.of(messages[0].topic, messages[0].partition, messages) if messages else MessagePage.of("", 0)
+
+
+def _chunks(page: MessagePage) -> list[tuple[int, int]]:
+    """The page cut where its values pass :data:`BATCH_VALUE_BYTES` (almost always one chunk), as index ranges."""
+    ends = page.value_ends
+    chunks: list[tuple[int, int]] = []
+    start = 0
+    while start < len(page):
+        # The longest run from ``start`` within the limit, and at least its first message.
+        stop = max(bisect_right(ends, ends[start] + BATCH_VALUE_BYTES) - 1, start + 1)
+        chunks.append((start, min(stop, len(page))))
+        start = stop
     return chunks
 
 
-def _record_batch(pa: Any, schema: Any, messages: Sequence[StoredMessage]) -> Any:
-    count = len(messages)
-    topics, partitions, offsets, timestamps, keys, values, kinds, headers, _ = zip(*messages, strict=True)
+def _record_batch(pa: Any, schema: Any, page: MessagePage, start: int, stop: int) -> Any:
+    count = stop - start
     return pa.RecordBatch.from_arrays(
         [
-            _repeated_utf8(pa, topics),
-            _int_column(pa, pa.int32(), "i", partitions),
-            _int_column(pa, pa.int64(), "q", offsets),
-            _int_column(pa, schema.field("timestamp").type, "q", timestamps),
-            _keys(pa, keys),
-            *_value_columns(pa, values, kinds),
-            _headers(pa, schema.field("headers").type, headers, count),
+            _repeated_utf8(pa, page.topic, count),
+            pa.Array.from_buffers(pa.int32(), count, [None, pa.py_buffer(array("i", [page.partition]) * count)]),
+            _int_column(pa, pa.int64(), page.offsets[start:stop]),
+            _int_column(pa, schema.field("timestamp").type, page.timestamps[start:stop]),
+            _keys(pa, page.keys[start:stop]),
+            *_value_columns(pa, page, start, stop),
+            _headers(pa, schema.field("headers").type, page.headers[start:stop], count),
         ],
         schema=schema,
     )
 
 
-def _int_column(pa: Any, arrow_type: Any, typecode: str, values: Sequence[int]) -> Any:
-    return pa.Array.from_buffers(arrow_type, len(values), [None, pa.py_buffer(array(typecode, values))])
+def _int_column(pa: Any, arrow_type: Any, values: array[int]) -> Any:
+    """A 64-bit column from an array of typecode ``q``, its buffer as it is."""
+    return pa.Array.from_buffers(arrow_type, len(values), [None, pa.py_buffer(values)])
 
 
 def _variable_width(pa: Any, arrow_type: Any, items: Sequence[bytes | None]) -> Any:
@@ -250,13 +253,10 @@ def _validity(pa: Any, items: Sequence[object]) -> Any:
     return pa.compute.cast(flags, pa.bool_()).buffers()[1]
 
 
-def _repeated_utf8(pa: Any, texts: Sequence[str]) -> Any:
-    first = texts[0]
-    if texts.count(first) != len(texts):  # one page is one partition, but nothing here relies on it
-        return _variable_width(pa, pa.utf8(), [text.encode() for text in texts])
-    encoded = first.encode()
-    ends = array("i", range(0, (len(texts) + 1) * len(encoded), len(encoded)))
-    return pa.Array.from_buffers(pa.utf8(), len(texts), [None, pa.py_buffer(ends), pa.py_buffer(encoded * len(texts))])
+def _repeated_utf8(pa: Any, text: str, count: int) -> Any:
+    encoded = text.encode()
+    ends = array("i", range(0, (count + 1) * len(encoded), len(encoded))) if encoded else array("i", bytes(4 * (count + 1)))
+    return pa.Array.from_buffers(pa.utf8(), count, [None, pa.py_buffer(ends), pa.py_buffer(encoded * count)])
 
 
 def _keys(pa: Any, keys: Sequence[str | None]) -> Any:
@@ -265,13 +265,26 @@ def _keys(pa: Any, keys: Sequence[str | None]) -> Any:
     return _variable_width(pa, pa.utf8(), [key.encode() if key is not None else None for key in keys])
 
 
-def _value_columns(pa: Any, values: Sequence[bytes], kinds: Sequence[int]) -> tuple[Any, Any]:
-    """``value`` (JSON text) and ``value_base64`` (raw bytes): for each row, one of them is null."""
-    binary = len(kinds) - kinds.count(VALUE_JSON)
-    if binary == 0:
-        return _variable_width(pa, pa.utf8(), values), pa.nulls(len(values), pa.binary())
-    if binary == len(kinds):
-        return pa.nulls(len(values), pa.utf8()), _variable_width(pa, pa.binary(), values)
+def _value_columns(pa: Any, page: MessagePage, start: int, stop: int) -> tuple[Any, Any]:
+    """``value`` (JSON text) and ``value_base64`` (raw bytes): for each row, one of them is null.
+
+    When the run's values are all of one kind (the usual case), that column is the page's
+    value buffer itself, with its ends moved to start at 0.
+    """
+    count = stop - start
+    kinds = page.kinds[start:stop]
+    binary = count - kinds.count(VALUE_JSON)
+    if binary in (0, count):
+        ends = pa.Array.from_buffers(pa.int64(), count + 1, [None, pa.py_buffer(page.value_ends[start : stop + 1])])
+        first, last = page.value_ends[start], page.value_ends[stop]
+        offsets = pa.compute.subtract(ends, first).cast(pa.int32()).buffers()[1]
+        data = pa.py_buffer(page.values).slice(first, last - first)
+        arrow_type = pa.utf8() if binary == 0 else pa.binary()
+        column = pa.Array.from_buffers(arrow_type, count, [None, offsets, data])
+        if binary == 0:
+            return column, pa.nulls(count, pa.binary())
+        return pa.nulls(count, pa.utf8()), column
+    values = [page.values[a:b] for a, b in zip(page.value_ends[start:stop], page.value_ends[start + 1 : stop + 1], strict=True)]
     texts = [value if kind != VALUE_BINARY else None for value, kind in zip(values, kinds, strict=True)]
     raw = [value if kind == VALUE_BINARY else None for value, kind in zip(values, kinds, strict=True)]
     return _variable_width(pa, pa.utf8(), texts), _variable_width(pa, pa.binary(), raw)

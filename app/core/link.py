@@ -18,6 +18,7 @@ from app.core.protocol import (
     EXPOSED,
     GONE,
     PARENT_ENV,
+    READ_LIMIT,
     READY,
     SETTINGS_ENV,
     SOCKET_FD_ENV,
@@ -70,7 +71,7 @@ class CoreLink:
         )
         process = subprocess.Popen([sys.executable, "-m", "app.core"], env=env, pass_fds=(core_end.fileno(),))
         core_end.close()
-        reader, writer = await asyncio.open_unix_connection(sock=front_end)
+        reader, writer = await asyncio.open_unix_connection(sock=front_end, limit=READ_LIMIT)
         if await read_frame(reader) != (READY,):
             writer.close()
             code = await asyncio.to_thread(process.wait)

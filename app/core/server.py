@@ -23,6 +23,7 @@ from app.core.protocol import (
     EXPOSED,
     GONE,
     PARENT_ENV,
+    READ_LIMIT,
     READY,
     SETTINGS_ENV,
     SOCKET_FD_ENV,
@@ -116,7 +117,7 @@ async def serve(settings: Settings, connection: socket.socket) -> None:
     stop = asyncio.Event()
     asyncio.get_running_loop().add_signal_handler(signal.SIGTERM, stop.set)
     async with running_broker(settings) as broker:
-        reader, writer = await asyncio.open_unix_connection(sock=connection)
+        reader, writer = await asyncio.open_unix_connection(sock=connection, limit=READ_LIMIT)
         server = CoreServer(broker, reader, writer)
         serving = asyncio.create_task(server.serve())
         stopping = asyncio.create_task(stop.wait())

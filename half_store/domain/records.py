@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import operator
 import time
-from collections.abc import Iterable
+from collections.abc import Iterable, Sequence
 from dataclasses import dataclass, fields
 from typing import TYPE_CHECKING, Any, NamedTuple, TypeVar
 
@@ -131,7 +131,7 @@ class StoredMessage(NamedTuple):
 
 @dataclass(frozen=True, slots=True)
 class FetchResult:
-    messages: list[StoredMessage]
+    messages: Sequence[StoredMessage]  # a MessagePage when read from the log
     next_offset: int
     state: PartitionState
 

@@ -24,10 +24,8 @@ from half_store.domain.records import (
     FetchResult,
     GroupOffset,
     OffsetCommit,
-    PackedList,
     ProducerStamp,
     Record,
-    StoredMessage,
     Topic,
 )
 from half_store.metrics import GROUP_FENCED_COMMITS
@@ -234,8 +232,8 @@ def read_partition(
     # Control markers are not returned but still occupy offsets: a short page means
     # everything up to `scanned_to` was scanned.
     next_offset = found[-1].offset + 1 if len(found) == max_messages else scanned_to
-    if read_committed and any(m.txn_id is not None for m in found):
+    if read_committed and found.txn_ids.count(None) != len(found):  # some of it was written in a transaction
         aborted = log_reads.aborted_transactions(conn, topic.topic_id, partition, offset, next_offset)
         if aborted:
-            found = PackedList(StoredMessage, (m for m in found if m.txn_id not in aborted))
+            found = found.without(aborted)
     return FetchResult(found, next_offset, state)

@@ -100,7 +100,7 @@ def deliver(
     return received
 
 
-def read_log(conn: Connection, topic: Topic, partition: int, end: int, limit: int) -> tuple[list[StoredMessage], int]:
+def read_log(conn: Connection, topic: Topic, partition: int, end: int, limit: int) -> tuple[Sequence[StoredMessage], int]:
     """Committed messages from ``end`` and where the next read starts (the fetch path: below the
     last stable offset, no aborted transaction's messages, no control markers)."""
     try:

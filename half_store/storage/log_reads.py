@@ -7,13 +7,13 @@ A row is one record, or a record batch (``value_kind`` VALUE_BATCH, see
 
 from __future__ import annotations
 
-from collections.abc import Iterator, Sequence
-from itertools import repeat
+from collections.abc import Sequence
 
 from sqlalchemy import Connection, bindparam, func, select
 
 from half_store.domain.constants import CONTROL_NONE, VALUE_BATCH
-from half_store.domain.records import PackedList, StoredMessage, Topic
+from half_store.domain.message_page import MessagePage, PageBuilder
+from half_store.domain.records import StoredMessage, Topic
 from half_store.storage import record_batch
 from half_store.storage.schema import messages, transaction_partitions
 
@@ -52,10 +52,10 @@ _READ_RANGE = (
 )
 
 
-def read_range(conn: Connection, topic: Topic, partition: int, start: int, end: int, limit: int) -> list[StoredMessage]:
+def read_range(conn: Connection, topic: Topic, partition: int, start: int, end: int, limit: int) -> MessagePage:
     """Messages with ``start <= offset < end``, in offset order, at most ``limit``; control markers skipped.
 
-    Record batches are cut to the range. Packed, as a fetch hands them to the front.
+    Record batches are cut to the range and go into the page as slices of their columns.
     Callers pass ``end <= start + limit``: rows are fetched whole (PostgreSQL sends the
     whole result), so the offset range, not a row count, is what bounds the bytes read.
     """
@@ -63,30 +63,21 @@ def read_range(conn: Connection, topic: Topic, partition: int, start: int, end: 
     rows = conn.execute(
         _READ_RANGE, {"t_id": topic.topic_id, "p_id": partition, "start": start, "end": end, "limit": limit + 1}
     )
-    found: list[StoredMessage] = []
+    page = PageBuilder(topic.name, partition)
     for offset, timestamp, key, value, kind, headers, txn_id, count in rows:
         if kind != VALUE_BATCH:
             if offset >= start:
-                fields = (int(offset), int(timestamp), key, bytes(value), int(kind), headers, txn_id)
-                found.append(StoredMessage(topic.name, partition, *fields))
+                page.add(int(offset), int(timestamp), key, bytes(value), int(kind), headers, txn_id)
         else:
             first = max(start - offset, 0)
-            stop = min(count, end - offset, first + limit - len(found))
+            stop = min(count, end - offset, first + limit - len(page))
             if first < stop:
-                found.extend(_batch_messages(topic.name, partition, int(offset), bytes(value), txn_id, first, stop))
-        if len(found) >= limit:
+                c = record_batch.decode_columns(bytes(value), first, stop)
+                page.add_columns(int(offset) + first, c.timestamps, c.keys, c.values, c.value_lengths, c.kinds, c.headers,
+                                 txn_id)
+        if len(page) >= limit:
             break
-    return PackedList(StoredMessage, found)  # never past ``limit``: each row's records are cut to what is left
-
-
-def _batch_messages(
-    topic: str, partition: int, base_offset: int, blob: bytes, txn_id: str | None, first: int, stop: int
-) -> Iterator[StoredMessage]:
-    """Records ``first`` to ``stop - 1`` of a stored batch, as fetched messages."""
-    c = record_batch.decode_columns(blob, first, stop)
-    offsets = range(base_offset + first, base_offset + stop)
-    columns = zip(repeat(topic), repeat(partition), offsets, c.timestamps, c.keys, c.values, c.kinds, c.headers, repeat(txn_id))
-    return map(tuple.__new__, repeat(StoredMessage), columns)
+    return page.page()  # never past ``limit``: each row's records are cut to what is left
 
 
 _READ_AT_OFFSETS = select(*_MESSAGE_FIELDS, messages.c.properties).where(

@@ -47,14 +47,24 @@ _ONLY = {bit: bytes(flags & bit for flags in range(256)) for bit in (_KEY, _HEAD
 
 
 class BatchColumns(NamedTuple):
-    """A decoded batch, column by column: what readers zip into their own rows."""
+    """A decoded batch, column by column: what readers zip into their own rows.
 
-    timestamps: Sequence[int]
+    The values stay as they are stored, back to back in one string with their lengths
+    beside them: a fetch page carries them on that way, and only a reader that wants
+    them one by one cuts them apart (:meth:`value_list`).
+    """
+
+    timestamps: array[int]
     keys: list[str | None]
-    values: list[bytes]
+    values: bytes
+    value_lengths: array[int]
     kinds: bytes
     headers: list[str | None]
     properties: list[str | None]
+
+    def value_list(self) -> list[bytes]:
+        ends = accumulate(self.value_lengths, initial=0)
+        return [self.values[a:b] for a, b in pairwise(ends)]
 
 
 def encode(records: Sequence[Record]) -> bytes:
@@ -94,7 +104,7 @@ def encode(records: Sequence[Record]) -> bytes:
 def decode(blob: bytes) -> list[Record]:
     """The records of a stored batch, in offset order."""
     c = decode_columns(blob)
-    columns = zip(c.keys, c.values, c.kinds, c.headers, c.timestamps, c.properties, strict=True)
+    columns = zip(c.keys, c.value_list(), c.kinds, c.headers, c.timestamps, c.properties, strict=True)
     return list(map(tuple.__new__, repeat(Record), columns))
 
 
@@ -131,11 +141,12 @@ def decode_columns(blob: bytes, first: int = 0, stop: int | None = None) -> Batc
     key_ends, value_ends, header_ends, property_ends = (
         bounds[column * count + first : column * count + stop + 1] for column in range(4)
     )
-    values = [blob[a:b] for a, b in pairwise(value_ends)]
+    value_lengths = lengths[count + first : count + stop]
     return BatchColumns(
         timestamps,
         _texts(blob, present, _KEY, key_ends),
-        values,
+        blob[value_ends[0] : value_ends[-1]],
+        value_lengths,
         kinds,
         _texts(blob, present, _HEADERS, header_ends),
         _texts(blob, present, _PROPERTIES, property_ends),

@@ -28,7 +28,7 @@ def test_a_batch_decodes_to_the_records_it_was_made_of(batch: list[Record]) -> N
     stored = record_batch.encode(batch)
     assert record_batch.decode(stored) == batch
     columns = record_batch.decode_columns(stored)
-    assert list(columns.values) == [r.value for r in batch]
+    assert columns.value_list() == [r.value for r in batch]
     assert list(columns.timestamps) == [r.timestamp for r in batch]
 
 
@@ -61,7 +61,8 @@ def test_a_window_of_a_batch_is_those_records(batch: list[Record], first: int, s
     first = min(first, len(batch))
     window = record_batch.decode_columns(record_batch.encode(batch), first, max(first, stop))
     expected = batch[first : max(first, stop)]
-    assert list(window.values) == [r.value for r in expected]
+    assert window.value_list() == [r.value for r in expected]
+    assert window.values == b"".join(r.value for r in expected)
     assert list(window.keys) == [r.key for r in expected]
     assert list(window.headers) == [r.headers for r in expected]
     assert list(window.timestamps) == [r.timestamp for r in expected]
