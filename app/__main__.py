@@ -2,7 +2,11 @@
 
 import sys
 
-from app.cli import cli
-
 if __name__ == "__main__":
-    cli(args=sys.argv[1:] or ["serve"], prog_name="python -m app")
+    if len(sys.argv) == 1:
+        from app.serving import serve_from_environment
+
+        sys.exit(serve_from_environment())
+    from app.cli import cli
+
+    cli(args=sys.argv[1:], prog_name="python -m app")

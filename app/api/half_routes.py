@@ -26,10 +26,9 @@ from app.api.rights import (
 )
 from half_store.domain.constants import CHECK_HISTORY_KEPT
 from half_store.domain.errors import InvalidRequest
-from half_store.domain.half_records import HalfMessage, Listener
+from half_store.domain.half_records import CheckPayload, HalfMessage, Listener
 from half_store.domain.half_state import HalfState
 from half_store.domain.records import now_ms
-from half_store.services.check_decisions import CheckPayload
 
 router = APIRouter(prefix="/v1", responses=ERRORS)
 MessageIdPath = Annotated[str, Path(min_length=1, max_length=64, pattern=NO_NUL)]

@@ -13,6 +13,7 @@ from typing import TYPE_CHECKING, Annotated, Any
 import typer
 from rich.console import Console
 
+from app import serving
 from half_store.settings import Settings
 
 if TYPE_CHECKING:
@@ -46,8 +47,6 @@ def serve(
     """Run the broker (applies pending migrations first)."""
     import uvicorn
 
-    from app.main import create_app
-
     access_log_flag = True if access_log else None  # without the flag, the environment decides
     settings = settings_with(
         host=host,
@@ -62,19 +61,8 @@ def serve(
     if problem is not None:
         console.print(f"[red]error:[/red] {problem}")
         raise typer.Exit(2)
-    options: dict[str, Any] = {
-        "host": settings.host,
-        "port": settings.port,
-        "log_level": settings.log_level,
-        "loop": "auto",
-        "http": "auto",
-        "access_log": False,
-        "timeout_graceful_shutdown": 10,
-        "ssl_certfile": settings.ssl_certfile,
-        "ssl_keyfile": settings.ssl_keyfile,
-    }
     if workers == 1:
-        uvicorn.run(create_app(settings), **options)
+        serving.serve(settings)
         return
     # Worker processes build their own app from the environment, so hand the flags over that way.
     flags = {"HOST": host, "PORT": port, "DATABASE_URL": database_url, "LOG_LEVEL": log_level}
@@ -85,7 +73,7 @@ def serve(
     if settings.migrate_on_start:
         migrate(settings.database_url)  # once, here, rather than racing in every worker
         os.environ["HALFMQ_MIGRATE_ON_START"] = "false"
-    uvicorn.run("app.main:create_app", factory=True, workers=workers, **options)
+    uvicorn.run("app.main:create_app", factory=True, workers=workers, **serving.uvicorn_options(settings))
 
 
 @db_cli.command("upgrade")

@@ -4,6 +4,9 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 from enum import StrEnum
+from typing import Any, NotRequired
+
+from typing_extensions import TypedDict  # pydantic needs typing_extensions' TypedDict before Python 3.12
 
 from half_store.domain.half_state import HalfState
 from half_store.domain.records import pickled_as_arguments
@@ -95,3 +98,21 @@ class CheckSent:
     message_id: str
     number: int  # the message's check_times after this check
     instance_id: str | None
+
+
+class CheckPayload(TypedDict):
+    """A back-check: what the checker posts to a listener and a polling producer receives.
+
+    Exactly one of ``value`` and ``value_base64``, as in a fetched message.
+    """
+
+    message_id: str
+    transaction_id: str
+    producer_group: str
+    topic: str
+    key: str | None
+    headers: dict[str, str]
+    check_times: int
+    born_timestamp: int
+    value: NotRequired[Any]
+    value_base64: NotRequired[str]

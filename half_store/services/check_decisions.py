@@ -5,13 +5,11 @@ from __future__ import annotations
 import base64
 import hashlib
 import hmac
-from typing import Any, NotRequired
 
 import orjson
-from typing_extensions import TypedDict  # pydantic needs typing_extensions' TypedDict before Python 3.12
 
 from half_store.domain.constants import VALUE_BINARY
-from half_store.domain.half_records import HalfMessage
+from half_store.domain.half_records import CheckPayload, HalfMessage
 from half_store.services.half_messages import CheckCandidate
 
 SIGNATURE_HEADER = "X-Halfmq-Signature"
@@ -20,24 +18,6 @@ SIGNATURE_HEADER = "X-Halfmq-Signature"
 def need_discard(half: HalfMessage, check_max: int) -> bool:
     """Checked ``check_max`` times without an answer: give up on it."""
     return half.check_times >= check_max
-
-
-class CheckPayload(TypedDict):
-    """A back-check: what the checker posts to a listener and a polling producer receives.
-
-    Exactly one of ``value`` and ``value_base64``, as in a fetched message.
-    """
-
-    message_id: str
-    transaction_id: str
-    producer_group: str
-    topic: str
-    key: str | None
-    headers: dict[str, str]
-    check_times: int
-    born_timestamp: int
-    value: NotRequired[Any]
-    value_base64: NotRequired[str]
 
 
 def check_payload(candidate: CheckCandidate) -> CheckPayload:

@@ -11,9 +11,9 @@ import time
 from collections.abc import Awaitable, Callable
 
 from half_store.domain.constants import POLLER_PREFIX
-from half_store.domain.half_records import Listener
+from half_store.domain.half_records import CheckPayload, Listener
 from half_store.domain.records import now_ms
-from half_store.services.check_decisions import CheckPayload, check_payload, need_discard
+from half_store.services.check_decisions import check_payload, need_discard
 from half_store.services.half_messages import HalfMessageService
 from half_store.services.notifier import PartitionNotifier
 from half_store.settings import Settings
