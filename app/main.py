@@ -30,9 +30,33 @@ from app.api.encoding import MessageLimits
 from app.api.errors import install_error_handlers
 from app.api.middleware import AccessLogMiddleware, BodyLimitMiddleware, MetricsMiddleware, enable_access_log
 from app.api.rights import rights_of
+from app.memory import MemoryTrimmer
+from app.metrics import FRONT_MEMORY_RELEASED
 from half_store.settings import Settings
 
 log = logging.getLogger(__name__)
+
+
+@asynccontextmanager
+async def _serving_broker(app: FastAPI, settings: Settings) -> AsyncIterator[None]:
+    """The broker behind the routes: in a core process of its own, or in this one."""
+    if settings.core_process:
+        from app.core.link import CoreLink, RemoteBroker
+
+        link = await CoreLink.start(settings)
+        app.state.broker = RemoteBroker(settings, link)
+        try:
+            async with access_control(app, settings):
+                yield
+        finally:
+            await link.close()
+    else:
+        from app.broker import running_broker
+
+        async with running_broker(settings) as broker:
+            app.state.broker = broker
+            async with access_control(app, settings):
+                yield
 
 
 def create_app(settings: Settings | None = None) -> FastAPI:
@@ -45,23 +69,12 @@ def create_app(settings: Settings | None = None) -> FastAPI:
     @asynccontextmanager
     async def lifespan(app: FastAPI) -> AsyncIterator[None]:
         warn_if_open(settings)
-        if settings.core_process:
-            from app.core.link import CoreLink, RemoteBroker
-
-            link = await CoreLink.start(settings)
-            app.state.broker = RemoteBroker(settings, link)
-            try:
-                async with access_control(app, settings):
-                    yield
-            finally:
-                await link.close()
-        else:
-            from app.broker import running_broker
-
-            async with running_broker(settings) as broker:
-                app.state.broker = broker
-                async with access_control(app, settings):
-                    yield
+        trimmer = MemoryTrimmer(settings.memory_trim_seconds, FRONT_MEMORY_RELEASED).start()
+        try:
+            async with _serving_broker(app, settings):
+                yield
+        finally:
+            trimmer.stop()
 
     app = FastAPI(
         title="halfmq",

@@ -49,6 +49,12 @@ FETCH_ANSWERS = Counter(
     "halfmq_fetch_answers_total", "Fetch answers by body format (json, arrow)", ["format"], registry=FRONT_REGISTRY
 )
 
+FRONT_MEMORY_RELEASED = Counter(
+    "halfmq_http_memory_released_bytes",
+    "Resident memory the front process handed back to the system (malloc_trim, HALFMQ_MEMORY_TRIM_SECONDS)",
+    registry=FRONT_REGISTRY,
+)
+
 
 def front_metrics() -> bytes:
     return generate_latest(FRONT_REGISTRY)

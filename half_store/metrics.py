@@ -24,6 +24,11 @@ TRANSACTIONS = Counter(
 )
 LONG_POLL_WAITERS = Gauge("halfmq_long_poll_waiters", "Fetches waiting for data", registry=CORE_REGISTRY)
 CHECKER_LEADER = Gauge("halfmq_checker_leader", "1 while this process holds the checker lease", registry=CORE_REGISTRY)
+MEMORY_RELEASED = Counter(
+    "halfmq_memory_released_bytes",
+    "Resident memory the core process handed back to the system (malloc_trim, HALFMQ_MEMORY_TRIM_SECONDS)",
+    registry=CORE_REGISTRY,
+)
 GROUP_COMMITS = Counter(
     "halfmq_group_commits_total", "Database transactions committed by the group-commit writer", registry=CORE_REGISTRY
 )

@@ -106,6 +106,9 @@ class Settings(BaseSettings):
     # Serve plain routes without FastAPI's per-request routing and dependency solving
     # (app/api/direct_routes.py): the same answers, about half the front's work per request.
     direct_routes: bool = True
+    # Every this many seconds each broker process hands freed memory back to the system
+    # (malloc_trim, app/memory.py), so its RSS follows its load instead of its peak; 0: never.
+    memory_trim_seconds: float = Field(5.0, ge=0)
 
     @property
     def checker_lease_seconds(self) -> float:

@@ -31,8 +31,9 @@ from app.core.protocol import (
     encode,
     read_frame,
 )
+from app.memory import MemoryTrimmer
 from half_store.domain.errors import BrokerError, InternalError, bad_unicode
-from half_store.metrics import count_core_process
+from half_store.metrics import MEMORY_RELEASED, count_core_process
 from half_store.settings import Settings
 
 _PR_SET_PDEATHSIG = 1
@@ -116,15 +117,19 @@ class CoreServer:
 async def serve(settings: Settings, connection: socket.socket) -> None:
     stop = asyncio.Event()
     asyncio.get_running_loop().add_signal_handler(signal.SIGTERM, stop.set)
-    async with running_broker(settings) as broker:
-        reader, writer = await asyncio.open_unix_connection(sock=connection, limit=READ_LIMIT)
-        server = CoreServer(broker, reader, writer)
-        serving = asyncio.create_task(server.serve())
-        stopping = asyncio.create_task(stop.wait())
-        await asyncio.wait({serving, stopping}, return_when=asyncio.FIRST_COMPLETED)
-        stopping.cancel()
-        serving.cancel()
-        await server.close()
+    trimmer = MemoryTrimmer(settings.memory_trim_seconds, MEMORY_RELEASED).start()
+    try:
+        async with running_broker(settings) as broker:
+            reader, writer = await asyncio.open_unix_connection(sock=connection, limit=READ_LIMIT)
+            server = CoreServer(broker, reader, writer)
+            serving = asyncio.create_task(server.serve())
+            stopping = asyncio.create_task(stop.wait())
+            await asyncio.wait({serving, stopping}, return_when=asyncio.FIRST_COMPLETED)
+            stopping.cancel()
+            serving.cancel()
+            await server.close()
+    finally:
+        trimmer.stop()
 
 
 def _die_with_parent(parent: int) -> None:

@@ -9,6 +9,7 @@ from pathlib import Path
 
 import httpx
 import pytest
+from prometheus_client.parser import text_string_to_metric_families
 
 from tests.support.broker_process import BrokerProcess
 from tests.support.databases import SqliteDatabases
@@ -73,3 +74,25 @@ def test_the_broker_can_run_in_one_process(sqlite_databases: SqliteDatabases) ->
         assert broker.children() == []
         assert httpx.post(f"{broker.url}/v1/topics", json={"name": "t"}).status_code == 201
         assert httpx.post(f"{broker.url}/v1/topics/t/messages", json={"messages": [{"value": 1}]}).status_code == 200
+
+
+def _released(metrics: str) -> dict[str, float]:
+    families = {f.name: f for f in text_string_to_metric_families(metrics)}  # also: no family named twice
+    return {
+        name: families[name].samples[0].value
+        for name in ("halfmq_http_memory_released_bytes", "halfmq_memory_released_bytes")
+        if name in families
+    }
+
+
+def test_both_processes_hand_freed_memory_back_after_large_requests(sqlite_databases: SqliteDatabases) -> None:
+    with BrokerProcess(sqlite_databases.new(), memory_trim_seconds="0.2") as broker:
+        assert httpx.post(f"{broker.url}/v1/topics", json={"name": "big"}).status_code == 201
+        batch = {"messages": [{"value": "x" * 2000, "key": str(i)} for i in range(1000)]}
+        for _ in range(5):
+            assert httpx.post(f"{broker.url}/v1/topics/big/messages", json=batch, timeout=30).status_code == 200
+        _wait_until(lambda: all(v > 0 for v in _released(httpx.get(f"{broker.url}/metrics").text).values()))
+        assert set(_released(httpx.get(f"{broker.url}/metrics").text)) == {
+            "halfmq_http_memory_released_bytes",
+            "halfmq_memory_released_bytes",
+        }
