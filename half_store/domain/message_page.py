@@ -88,7 +88,8 @@ class MessagePage(Sequence[StoredMessage]):
         return f"MessagePage({self.topic!r}, {self.partition}, {len(self)} messages)"
 
     def __reduce__(self) -> tuple[type[MessagePage], tuple[object, ...]]:
-        return (MessagePage, astuple_shallow(self))
+        # The fields themselves, not copies (``dataclasses.astuple`` copies deeply).
+        return (MessagePage, tuple(getattr(self, f.name) for f in fields(self)))
 
     def without(self, txn_ids: Collection[str]) -> MessagePage:
         """The page less the messages of ``txn_ids`` (aborted transactions a read_committed fetch skips)."""
@@ -154,7 +155,3 @@ class PageBuilder:
             self._value_ends, bytes(self._kinds), self._headers, self._txn_ids,
         )
 
-
-def astuple_shallow(page: MessagePage) -> tuple[object, ...]:
-    """The page's fields in constructor order, not copied (``dataclasses.astuple`` copies deeply)."""
-    return tuple(getattr(page, f.name) for f in fields(page))
