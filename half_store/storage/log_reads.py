@@ -83,6 +83,11 @@ def read_range(conn: Connection, topic: Topic, partition: int, start: int, end: 
 _READ_AT_OFFSETS = select(*_MESSAGE_FIELDS, messages.c.properties).where(
     messages.c.topic_id == bindparam("t_id"),
     messages.c.partition == bindparam("p_id"),
+    # The range as well as the list: PostgreSQL, planning with the statistics of an emptier
+    # table, used the primary key for the partition alone and filtered the list over every
+    # row of it (5 ms per group commit of half-message commits at 9,500 half messages, and
+    # growing with the topic). A range it always takes into the index scan.
+    messages.c.offset.between(bindparam("lowest"), bindparam("highest")),
     messages.c.offset.in_(bindparam("offsets", expanding=True)),
 )
 
@@ -110,9 +115,10 @@ def read_offsets(
     where = {"t_id": topic.topic_id, "p_id": partition}
     batches = conn.execute(_BATCHES_IN_RANGE, {**where, "start": min(wanted), "last": max(wanted)})
     bases = {int(base) for base, count in batches if any(base <= o < base + count for o in wanted)}
+    rows = sorted(wanted | bases)
     found: dict[int, tuple[StoredMessage, str | None]] = {}
     for offset, ts, key, value, kind, headers, properties in conn.execute(
-        _READ_AT_OFFSETS, {**where, "offsets": sorted(wanted | bases)}
+        _READ_AT_OFFSETS, {**where, "offsets": rows, "lowest": rows[0], "highest": rows[-1]}
     ):
         if kind != VALUE_BATCH:
             if offset in wanted:
