@@ -115,10 +115,10 @@ def read_offsets(
     where = {"t_id": topic.topic_id, "p_id": partition}
     batches = conn.execute(_BATCHES_IN_RANGE, {**where, "start": min(wanted), "last": max(wanted)})
     bases = {int(base) for base, count in batches if any(base <= o < base + count for o in wanted)}
-    rows = sorted(wanted | bases)
+    looked_up = sorted(wanted | bases)
     found: dict[int, tuple[StoredMessage, str | None]] = {}
     for offset, ts, key, value, kind, headers, properties in conn.execute(
-        _READ_AT_OFFSETS, {**where, "offsets": rows, "lowest": rows[0], "highest": rows[-1]}
+        _READ_AT_OFFSETS, {**where, "offsets": looked_up, "lowest": looked_up[0], "highest": looked_up[-1]}
     ):
         if kind != VALUE_BATCH:
             if offset in wanted:
