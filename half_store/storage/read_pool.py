@@ -16,6 +16,8 @@ import threading
 from collections.abc import Callable
 from typing import Any, TypeVar
 
+from half_store.storage.answers import settle
+
 T = TypeVar("T")
 
 _Job = tuple[Callable[[], Any], asyncio.Future[Any]]
@@ -62,13 +64,5 @@ class ReadPool:
                 outcome = (None, error)
             # RuntimeError: the caller's event loop has closed, nobody waits for this answer.
             with contextlib.suppress(RuntimeError):
-                future.get_loop().call_soon_threadsafe(_settle, future, *outcome)
+                future.get_loop().call_soon_threadsafe(settle, future, *outcome)
 
-
-def _settle(future: asyncio.Future[Any], result: Any, error: BaseException | None) -> None:
-    if future.done():  # the caller was cancelled
-        return
-    if error is not None:
-        future.set_exception(error)
-    else:
-        future.set_result(result)

@@ -52,6 +52,7 @@ from half_store.metrics import (
     GROUP_COMMITS,
     MERGE_FALLBACKS,
 )
+from half_store.storage.answers import settle
 
 T = TypeVar("T")
 P = TypeVar("P")
@@ -336,10 +337,5 @@ def _answer(answers: list[Answer]) -> None:
 
 def _settle(answers: list[Answer]) -> None:
     for pending, result, error in answers:
-        if pending.future.done():  # the request was cancelled (client went away); the write stands
-            continue
-        if error is not None:
-            pending.future.set_exception(error)
-        else:
-            pending.future.set_result(result)
+        settle(pending.future, result, error)
 
