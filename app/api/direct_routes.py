@@ -36,7 +36,7 @@ from starlette.types import ASGIApp, Receive, Scope, Send
 
 from app.api.authorize import authorize, bearer_scheme
 from app.api.errors import broker_error_answer
-from app.api.middleware import replaying
+from app.api.middleware import read_body, replaying
 from app.metrics import DIRECT_REQUESTS
 from half_store.domain.errors import BrokerError, bad_unicode
 
@@ -220,10 +220,10 @@ class DirectRoutes:
         route, path_params = matched
         body = b""
         if route.body is not None:
-            read, receive = await _read_body(receive)
+            read = await read_body(receive)
             if read is None:
                 return  # the client went away
-            body = read
+            body, receive = read, replaying(read, receive)
         served = await self._serve(route, path_params, body, scope, receive)
         if served is None:
             await self.app(scope, receive, send)
@@ -264,16 +264,3 @@ class DirectRoutes:
         except UnicodeError:
             return broker_error_answer(bad_unicode())
 
-
-async def _read_body(receive: Receive) -> tuple[bytes | None, Receive]:
-    """The whole body, and a ``receive`` that hands it out again before what follows it."""
-    chunks: list[bytes] = []
-    while True:
-        message = await receive()
-        if message["type"] != "http.request":
-            return None, receive
-        chunks.append(message.get("body", b""))
-        if not message.get("more_body", False):
-            break
-    body = b"".join(chunks)
-    return body, replaying(body, receive)

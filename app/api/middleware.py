@@ -35,26 +35,41 @@ class BodyLimitMiddleware:
         if scope["type"] != "http" or scope.get("method") in ("GET", "HEAD", "DELETE", "OPTIONS"):
             await self.app(scope, receive, send)
             return
-        too_large = error_response(MessageTooLarge(f"request body is over the limit of {self.max_bytes} bytes"))
         for name, value in scope.get("headers", ()):
             if name == b"content-length" and value.isdigit() and int(value) > self.max_bytes:
-                await too_large(scope, receive, send)
+                await error_response(_too_large(self.max_bytes))(scope, receive, send)
                 return
-        chunks: list[bytes] = []
-        size = 0
-        while True:
-            message = await receive()
-            if message["type"] != "http.request":
-                return  # the client went away
-            chunk = message.get("body", b"")
-            size += len(chunk)
-            if size > self.max_bytes:
-                await too_large(scope, receive, send)
-                return
-            chunks.append(chunk)
-            if not message.get("more_body", False):
-                break
-        await self.app(scope, replaying(b"".join(chunks), receive), send)
+        try:
+            body = await read_body(receive, self.max_bytes)
+        except MessageTooLarge as error:
+            await error_response(error)(scope, receive, send)
+            return
+        if body is not None:  # else the client went away
+            await self.app(scope, replaying(body, receive), send)
+
+
+async def read_body(receive: Receive, max_bytes: int | None = None) -> bytes | None:
+    """The whole request body, message by message; None when the client went away.
+
+    Raises :class:`MessageTooLarge` as soon as more than ``max_bytes`` have come.
+    """
+    chunks: list[bytes] = []
+    size = 0
+    while True:
+        message = await receive()
+        if message["type"] != "http.request":
+            return None
+        chunk = message.get("body", b"")
+        size += len(chunk)
+        if max_bytes is not None and size > max_bytes:
+            raise _too_large(max_bytes)
+        chunks.append(chunk)
+        if not message.get("more_body", False):
+            return b"".join(chunks)
+
+
+def _too_large(max_bytes: int) -> MessageTooLarge:
+    return MessageTooLarge(f"request body is over the limit of {max_bytes} bytes")
 
 
 def replaying(body: bytes, receive: Receive) -> Receive:
