@@ -285,7 +285,7 @@ def _value_columns(pa: Any, page: MessagePage, start: int, stop: int) -> tuple[A
         if binary == 0:
             return column, pa.nulls(count, pa.binary())
         return pa.nulls(count, pa.utf8()), column
-    values = [page.values[a:b] for a, b in zip(page.value_ends[start:stop], page.value_ends[start + 1 : stop + 1], strict=True)]
+    values = list(page.value_slices(start, stop))
     texts = [value if kind != VALUE_BINARY else None for value, kind in zip(values, kinds, strict=True)]
     raw = [value if kind == VALUE_BINARY else None for value, kind in zip(values, kinds, strict=True)]
     return _variable_width(pa, pa.utf8(), texts), _variable_width(pa, pa.binary(), raw)

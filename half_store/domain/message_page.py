@@ -69,13 +69,17 @@ class MessagePage(Sequence[StoredMessage]):
         )
 
     def __iter__(self) -> Iterator[StoredMessage]:
-        ends = self.value_ends
-        values = map(self.values.__getitem__, map(slice, ends, islice(ends, 1, None)))
+        values = self.value_slices(0, len(self))
         columns = zip(
             repeat(self.topic), repeat(self.partition), self.offsets, self.timestamps, self.keys, values, self.kinds,
             self.headers, self.txn_ids,
         )
         return map(tuple.__new__, repeat(StoredMessage), columns)
+
+    def value_slices(self, start: int, stop: int) -> Iterator[bytes]:
+        """The values of messages ``start`` to ``stop - 1``, each cut out of :attr:`values`."""
+        ends = self.value_ends[start : stop + 1]
+        return map(self.values.__getitem__, map(slice, ends, islice(ends, 1, None)))
 
     def __eq__(self, other: object) -> bool:
         if isinstance(other, Sequence) and not isinstance(other, str | bytes):
