@@ -175,7 +175,12 @@ def _limits(max_connections: int) -> httpx.Limits:
 
 
 class Transport:
-    """Blocking driver: an :class:`httpx.Client` plus the retry loop. Thread-safe."""
+    """Blocking driver: an :class:`httpx.Client` plus the retry loop. Thread-safe.
+
+    ``wire`` replaces httpx's own connection layer (then ``verify`` and ``max_connections``
+    are the wire's to honour): :class:`sdk._stdlib_transport.StdlibTransport` for a
+    client that reads large answers.
+    """
 
     def __init__(
         self,
@@ -187,6 +192,7 @@ class Transport:
         pool_timeout: float = DEFAULT_POOL_TIMEOUT,
         token: str | None = None,
         verify: bool | str | ssl.SSLContext = True,
+        wire: httpx.BaseTransport | None = None,
     ) -> None:
         self.url = url.rstrip("/")
         self.retry = retry or RetryPolicy()
@@ -197,6 +203,7 @@ class Transport:
             limits=_limits(max_connections),
             headers=_auth_headers(token),
             verify=tls_verification(verify),
+            transport=wire,
         )
 
     def call(self, call: Call[T]) -> T:

@@ -16,8 +16,10 @@ from pathlib import Path
 import httpx
 import pytest
 
-from sdk import Client, Consumer, Producer
+from sdk import Client, Consumer, Message, Producer
 from sdk.errors import BrokerUnavailableError, HalfmqError
+from spark_ingest.arrow_fetch import fetch_rows
+from spark_ingest.client import BrokerClient, BrokerRequestFailed, BrokerUnreachable
 from tests.support.broker_process import REPO_ROOT, BrokerProcess, free_port
 from tests.support.databases import PostgresDatabases
 
@@ -94,6 +96,25 @@ def test_the_sdk_talks_tls_with_a_token(tls_broker: BrokerProcess) -> None:
         untrusting.list_topics()  # the system's CAs do not know the self-signed certificate
     with pytest.raises(HalfmqError) as refused, Client(tls_broker.url, verify=ca) as anonymous:
         anonymous.list_topics()
+    assert (refused.value.status, refused.value.code) == (401, "UNAUTHENTICATED")
+
+
+def test_the_spark_source_reads_arrow_pages_over_tls_with_a_token(tls_broker: BrokerProcess) -> None:
+    ca = tls_broker.tls_ca
+    assert ca is not None
+    with Client(tls_broker.url, token=ADMIN, verify=ca) as admin:
+        admin.create_topic("secure-spark", exist_ok=True)
+    with Producer(tls_broker.url, token=ADMIN, verify=ca) as producer:
+        producer.send_batch("secure-spark", [Message("secure-spark", {"n": n}) for n in range(3)])
+    with BrokerClient(tls_broker.url, token=ADMIN, verify=ca, retries=0) as client:
+        assert client.topic("secure-spark").partitions[0].last_stable_offset == 3
+        page = fetch_rows(client, "secure-spark", 0, 0, 100)
+        assert page.next_offset == 3
+        assert [row["offset"] for batch in page.batches for row in batch.to_pylist()] == [0, 1, 2]
+    with pytest.raises(BrokerUnreachable), BrokerClient(tls_broker.url, token=ADMIN, retries=0) as untrusting:
+        untrusting.topic("secure-spark")
+    with pytest.raises(BrokerRequestFailed) as refused, BrokerClient(tls_broker.url, verify=ca, retries=0) as anonymous:
+        anonymous.topic("secure-spark")
     assert (refused.value.status, refused.value.code) == (401, "UNAUTHENTICATED")
 
 
