@@ -10,6 +10,15 @@ not the largest thing it ever did: that is what a container's memory limit count
 A thread per process calls ``malloc_trim(0)`` every ``HALFMQ_MEMORY_TRIM_SECONDS``; the
 call takes about 2 ms and ctypes releases the GIL around it, so requests go on
 meanwhile. Where the C library has no ``malloc_trim`` (musl, macOS) nothing runs.
+
+Since the trimmer returns freed memory on its schedule, ``free`` need not return it at
+once. glibc's defaults do: a block above the mmap threshold is mapped for itself and
+unmapped when freed, and a free heap top beyond 128 KiB is given back. Either way the
+next large buffer (a 5 MB fetch page, pickled in the core, read and encoded in the
+front) starts on fresh pages, and on this project's machines a fresh page costs about
+4 µs to fault in: 5 ms per 5 MB copy, more than the copy. With the trimmer on, each
+process therefore raises both thresholds (``mallopt``), and memory freed between trims is
+reused without faults: broker CPU for a 5,000-message Arrow page went from 34 to 22–26 ms.
 """
 
 from __future__ import annotations
@@ -32,6 +41,24 @@ def _malloc_trim() -> Callable[[int], int] | None:
     except (AttributeError, OSError):
         return None
     return trim
+
+
+# mallopt's parameter numbers (malloc.h).
+_M_TRIM_THRESHOLD = -1
+_M_MMAP_THRESHOLD = -3
+# Blocks below this come from the heap and are reused; glibc refuses more than 32 MiB on 64-bit.
+MMAP_THRESHOLD_BYTES = 32 * 1024 * 1024
+# A free heap top up to this stays for the next request until the trimmer's next call.
+TRIM_THRESHOLD_BYTES = 16 * 1024 * 1024
+
+
+def _hold_freed_memory_until_trimmed() -> bool:
+    """Raise glibc's mmap and trim thresholds; False where there is no ``mallopt``."""
+    try:
+        mallopt: Callable[[int, int], int] = ctypes.CDLL(None).mallopt
+    except (AttributeError, OSError):
+        return False
+    return bool(mallopt(_M_MMAP_THRESHOLD, MMAP_THRESHOLD_BYTES)) and bool(mallopt(_M_TRIM_THRESHOLD, TRIM_THRESHOLD_BYTES))
 
 
 def resident_bytes() -> int:
@@ -59,6 +86,8 @@ class MemoryTrimmer:
 
     def start(self) -> MemoryTrimmer:
         if self.enabled:
+            if not _hold_freed_memory_until_trimmed():
+                log.info("mallopt refused the allocator's thresholds; freed memory goes back on every free")
             self._thread.start()
         return self
 
