@@ -107,7 +107,8 @@ class Settings(BaseSettings):
     # (app/api/direct_routes.py): the same answers, about half the front's work per request.
     direct_routes: bool = True
     # Every this many seconds each broker process hands freed memory back to the system
-    # (malloc_trim, app/memory.py), so its RSS follows its load instead of its peak; 0: never.
+    # (malloc_trim, app/memory.py), so its RSS follows its load instead of its peak; between
+    # trims, large freed buffers are reused instead of faulted in again; 0: never (glibc's defaults).
     memory_trim_seconds: float = Field(5.0, ge=0)
 
     @property
