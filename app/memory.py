@@ -18,7 +18,7 @@ next large buffer (a 5 MB fetch page, pickled in the core, read and encoded in t
 front) starts on fresh pages, and on this project's machines a fresh page costs about
 4 µs to fault in: 5 ms per 5 MB copy, more than the copy. With the trimmer on, each
 process therefore raises both thresholds (``mallopt``), and memory freed between trims is
-reused without faults: broker CPU for a 5,000-message Arrow page went from 34 to 22–26 ms.
+reused without faults: broker CPU for a 5,000-message Arrow page went from 34–38 to 23–25 ms.
 """
 
 from __future__ import annotations
