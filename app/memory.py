@@ -35,12 +35,13 @@ log = logging.getLogger(__name__)
 _PAGE_BYTES = os.sysconf("SC_PAGE_SIZE") if hasattr(os, "sysconf") else 4096
 
 
-def _malloc_trim() -> Callable[[int], int] | None:
+def _c_library_function(name: str) -> Callable[..., int] | None:
+    """A function of the C library this process runs on; None where it has none (musl, macOS)."""
     try:
-        trim: Callable[[int], int] = ctypes.CDLL(None).malloc_trim
+        function: Callable[..., int] = getattr(ctypes.CDLL(None), name)
     except (AttributeError, OSError):
         return None
-    return trim
+    return function
 
 
 # mallopt's parameter numbers (malloc.h).
@@ -54,9 +55,8 @@ TRIM_THRESHOLD_BYTES = 16 * 1024 * 1024
 
 def _hold_freed_memory_until_trimmed() -> bool:
     """Raise glibc's mmap and trim thresholds; False where there is no ``mallopt``."""
-    try:
-        mallopt: Callable[[int, int], int] = ctypes.CDLL(None).mallopt
-    except (AttributeError, OSError):
+    mallopt = _c_library_function("mallopt")
+    if mallopt is None:
         return False
     return bool(mallopt(_M_MMAP_THRESHOLD, MMAP_THRESHOLD_BYTES)) and bool(mallopt(_M_TRIM_THRESHOLD, TRIM_THRESHOLD_BYTES))
 
@@ -76,7 +76,7 @@ class MemoryTrimmer:
     def __init__(self, interval_seconds: float, released: Counter) -> None:
         self._interval = interval_seconds
         self._released = released
-        self._trim = _malloc_trim()
+        self._trim = _c_library_function("malloc_trim")
         self._stop = threading.Event()
         self._thread = threading.Thread(target=self._run, name="halfmq-memory-trim", daemon=True)
 
