@@ -9,7 +9,6 @@ from __future__ import annotations
 
 import gzip
 import json
-import socket
 import threading
 import time
 from collections.abc import Iterator
@@ -22,6 +21,7 @@ import pytest
 from sdk._http import NO_RETRY, Call, Transport
 from sdk._stdlib_transport import StdlibTransport
 from sdk.errors import BrokerUnavailableError, HalfmqError
+from tests.support.broker_process import free_port
 
 LARGE = bytes(range(256)) * 20_000  # 5 MB, as an Arrow page of 5,000 messages
 
@@ -134,9 +134,7 @@ def test_threads_share_the_pool_and_each_gets_its_own_answer(client: httpx.Clien
 
 
 def test_failures_are_the_httpx_errors_the_retry_loop_knows(server: str) -> None:
-    with socket.socket() as unused:
-        unused.bind(("127.0.0.1", 0))
-        closed_port = unused.getsockname()[1]
+    closed_port = free_port()  # nothing listens there
     with httpx.Client(transport=StdlibTransport(), timeout=5.0) as client:
         with pytest.raises(httpx.ConnectError):
             client.get(f"http://127.0.0.1:{closed_port}/")
@@ -149,10 +147,7 @@ def test_failures_are_the_httpx_errors_the_retry_loop_knows(server: str) -> None
 
 
 def test_the_sdk_transport_keeps_its_errors_on_this_wire(server: str) -> None:
-    with socket.socket() as unused:
-        unused.bind(("127.0.0.1", 0))
-        closed_port = unused.getsockname()[1]
-    ignore = Call("GET", "/", parse=lambda body: body, idempotent=True)
+    closed_port = free_port()  # nothing listens there
     on_wire = Transport(server, retry=NO_RETRY, wire=StdlibTransport())
     with pytest.raises(HalfmqError) as missing:
         on_wire.call(Call("GET", "/missing", parse=lambda body: body))
@@ -160,5 +155,5 @@ def test_the_sdk_transport_keeps_its_errors_on_this_wire(server: str) -> None:
     on_wire.close()
     nobody = Transport(f"http://127.0.0.1:{closed_port}", retry=NO_RETRY, wire=StdlibTransport())
     with pytest.raises(BrokerUnavailableError, match="ConnectError"):
-        nobody.call(ignore)
+        nobody.call(Call("GET", "/", parse=lambda body: body))
     nobody.close()
