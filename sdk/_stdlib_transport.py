@@ -4,9 +4,9 @@ httpx's own blocking transport (httpcore over h11) reads an answer in 64 KiB pie
 one copied through h11's receive buffer and joined again at the end. For a 5 MB Arrow
 page that is 12–17 ms of CPU in the client. ``http.client`` reads a body whose length it
 knows into one buffer: 2–3 ms alone, 6–7 ms with httpx's client above it (measured on
-this project, 5,000 messages of 1 KiB per page). The Spark source's Python workers read nothing else, so
-they run on this transport; everything above it stays httpx: the SDK's retry loop, its
-errors, proxies from the environment, content decoding.
+this project, 5,000 messages of 1 KiB per page). The Spark source's Python workers read
+nothing else, so they run on this transport; everything above it stays httpx: the SDK's
+retry loop, its errors, proxies from the environment, content decoding.
 
 The pool keeps idle keep-alive connections per origin, last in first out, and drops one
 the server has closed before it is used again. It has no limit on connections in use: each

@@ -139,7 +139,7 @@ class BrokerClient:
             initial_backoff=_FIRST_BACKOFF_SECONDS,
             max_backoff=_MAX_BACKOFF_SECONDS,
         )
-        # Arrow pages are megabytes: http.client reads one in a sixth of httpx's own CPU.
+        # Arrow pages are megabytes: over http.client a worker reads one in half the CPU httpx's own transport takes.
         wire = StdlibTransport(verify=tls_verification(verify))
         self._transport = Transport(self.url, timeout=timeout, retry=retry, token=token, wire=wire)
 
