@@ -113,7 +113,7 @@ def create_app() -> FastAPI:
         ]
         end = offset + max_messages
         accept = request.headers.get("accept")
-        wants_arrow = arrow_fetch is not None and arrow_fetch.negotiate(accept, arrow_available=arrow_fetch.arrow_available)
+        wants_arrow = arrow_fetch is not None and arrow_fetch.negotiate(accept)
         if wants_arrow == "arrow":
             return arrow_fetch.arrow_response(FetchResult(found, end, PartitionState(partition, 0, end, end)))
         return JsonResponse(

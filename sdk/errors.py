@@ -191,7 +191,10 @@ class ConcurrentTransactionsError(HalfmqError):
 
 
 class ArrowUnavailableError(HalfmqError):
-    """ARROW_UNAVAILABLE (406): an Arrow-only fetch to a broker that runs without pyarrow."""
+    """ARROW_UNAVAILABLE (406): an Arrow-only fetch to an older broker installed without pyarrow.
+
+    Brokers now write Arrow themselves and never answer it; the class stays for the older ones.
+    """
 
     code, status = "ARROW_UNAVAILABLE", 406
 

@@ -2,9 +2,8 @@
 
 The source asks for the broker's Arrow answer (``docs/arrow.md``): the page arrives
 columnar and goes to Spark without a JSON parse or a Python object per message. A
-broker that cannot answer Arrow (one older than the Arrow fetch, or installed without
-pyarrow) answers JSON instead, because the request accepts both; that page is converted
-message by message as before.
+broker older than the Arrow fetch answers JSON instead, because the request accepts
+both; that page is converted message by message.
 """
 
 from __future__ import annotations
@@ -18,7 +17,7 @@ from spark_ingest.client import MAX_FETCH_MESSAGES, READ_COMMITTED, BrokerClient
 from spark_ingest.rows import from_arrow_fetch, to_record_batch
 
 ARROW_STREAM = "application/vnd.apache.arrow.stream"
-# Arrow first; JSON from a broker that cannot make Arrow rather than 406.
+# Arrow first; JSON from a broker older than the Arrow fetch.
 ACCEPT_ARROW_OR_JSON = f"{ARROW_STREAM}, application/json;q=0.5"
 
 

@@ -7,7 +7,7 @@ from typing import Annotated, Any
 from fastapi import APIRouter, Path, Query, Request
 from starlette.responses import Response
 
-from app.api.arrow_fetch import ARROW_STREAM, arrow_available, arrow_response, negotiate
+from app.api.arrow_fetch import ARROW_STREAM, arrow_response, negotiate
 from app.api.encoding import JsonResponse, MessageLimits, message_json, to_record
 from app.api.models import (
     NO_NUL,
@@ -154,7 +154,6 @@ ARROW_ANSWER: dict[int | str, dict[str, Any]] = {
         "messages (columns topic, partition, offset, timestamp, key, value, value_base64, headers; see docs/arrow.md) "
         "with the page's positions in X-Halfmq-Next-Offset, X-Halfmq-High-Watermark and X-Halfmq-Last-Stable-Offset",
     },
-    406: {"model": ErrorResponse, "description": "Arrow only was acceptable and this broker runs without pyarrow"},
 }
 
 
@@ -182,8 +181,7 @@ async def fetch(
         raise InvalidRequest(f"max_messages is limited to {settings.max_fetch_messages}")
     if max_wait_ms > settings.max_fetch_wait_ms:
         raise InvalidRequest(f"max_wait_ms is limited to {settings.max_fetch_wait_ms}")
-    # Decided before the read, so an Arrow-only client of a broker without pyarrow costs no query.
-    answer_format = negotiate(request.headers.get("accept"), arrow_available=arrow_available)
+    answer_format = negotiate(request.headers.get("accept"))
     result = await broker.log.fetch(
         topic, partition, offset, max_messages, max_wait_ms, isolation, client_gone=request.is_disconnected
     )

@@ -130,12 +130,6 @@ class ConcurrentTransactions(BrokerError):
     status, code = 409, "CONCURRENT_TRANSACTIONS"
 
 
-class ArrowUnavailable(BrokerError):
-    """The client accepts only Arrow and this broker runs without pyarrow."""
-
-    status, code = 406, "ARROW_UNAVAILABLE"
-
-
 class MessageTooLarge(BrokerError):
     status, code = 413, "MESSAGE_TOO_LARGE"
 

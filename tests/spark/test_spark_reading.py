@@ -2,16 +2,20 @@
 
 from __future__ import annotations
 
-import os
+import base64
 import threading
 from collections.abc import Iterator
 from pathlib import Path
 
+import pyarrow as pa
+import pyarrow.ipc
 import pytest
 
+from spark_ingest.arrow_fetch import ACCEPT_ARROW_OR_JSON, ARROW_STREAM
 from spark_ingest.offsets import OffsetRange
 from spark_ingest.options import SourceOptions
 from spark_ingest.reading import read_range
+from spark_ingest.rows import ARROW_SCHEMA, from_arrow_fetch, to_record_batch
 from tests.spark.helpers import BrokerApi
 from tests.support.broker_process import BrokerProcess
 
@@ -67,23 +71,25 @@ def test_reading_rides_out_a_broker_restart(small_pages: tuple[BrokerProcess, Br
     assert offsets == list(range(40))
 
 
-def test_a_broker_without_pyarrow_is_read_through_its_json_answer(
-    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
-) -> None:
-    shadow = tmp_path / "without-pyarrow"
-    shadow.mkdir()
-    (shadow / "pyarrow.py").write_text("raise ImportError('pyarrow is not installed here')\n")
-    monkeypatch.setenv("PYTHONPATH", f"{shadow}{os.pathsep}{os.environ.get('PYTHONPATH', '')}")
-    with BrokerProcess(f"sqlite:///{tmp_path}/broker.db", max_fetch_messages=7) as broker:
-        api = BrokerApi(broker.url)
-        topic = api.create_topic("json-only")
-        values = api.produce_values(topic, 12)
-        arrow_only = api.http.get(
-            f"/v1/topics/{topic}/partitions/0/messages", headers={"Accept": "application/vnd.apache.arrow.stream"}
-        )
-        assert (arrow_only.status_code, arrow_only.json()["error"]["code"]) == (406, "ARROW_UNAVAILABLE")
-
-        options = SourceOptions.parse({"url": api.url, "topic": topic})
-        rows = [row for batch in read_range(options, OffsetRange(topic, 0, 2, 12)) for row in batch.to_pylist()]
-        assert [(r["offset"], r["value"]) for r in rows] == list(enumerate(values))[2:]
-        api.http.close()
+def test_a_json_answer_gives_the_rows_an_arrow_answer_gives(small_pages: tuple[BrokerProcess, BrokerApi]) -> None:
+    """A broker older than the Arrow fetch answers JSON: the source turns that into the very same rows."""
+    _, api = small_pages
+    topic = api.create_topic("json-or-arrow")
+    api.produce(
+        topic,
+        [
+            {"value": "text", "key": "k", "headers": {"h": "v"}},
+            {"value": {"nested": [1, 2.5, None]}},
+            {"value_base64": base64.b64encode(b"\x00\xff raw").decode()},
+            {"value": None, "headers": {"a": "1", "b": "2"}},
+        ],
+    )
+    path = f"/v1/topics/{topic}/partitions/0/messages"
+    as_json = api.http.get(path, headers={"Accept": "application/json"}).json()
+    as_arrow = api.http.get(path, headers={"Accept": ACCEPT_ARROW_OR_JSON})
+    assert as_arrow.headers["content-type"] == ARROW_STREAM
+    arrow_batches = [from_arrow_fetch(batch) for batch in pa.ipc.open_stream(as_arrow.content)]
+    from_json = to_record_batch(topic, 0, as_json["messages"])
+    assert from_json.schema == ARROW_SCHEMA
+    assert from_json.to_pylist() == pa.Table.from_batches(arrow_batches).to_pylist()
+    assert [row["value"] for row in from_json.to_pylist()] == ["text", '{"nested":[1,2.5,null]}', "\x00\ufffd raw", "null"]

@@ -4,14 +4,17 @@ from __future__ import annotations
 
 import subprocess
 import sys
+import textwrap
 
+import orjson
 import pyarrow as pa
 import pyarrow.ipc
 import pytest
+from hypothesis import given, settings
+from hypothesis import strategies as st
 
 from app.api import arrow_fetch
 from half_store.domain.constants import VALUE_BINARY, VALUE_JSON
-from half_store.domain.errors import ArrowUnavailable
 from half_store.domain.records import FetchResult, PartitionState, StoredMessage
 
 
@@ -54,26 +57,67 @@ def test_a_page_over_the_batch_size_arrives_whole_in_several_batches(monkeypatch
     ],
 )
 def test_accept_headers(accept: str, expected: str) -> None:
-    assert arrow_fetch.negotiate(accept, arrow_available=lambda: True) == expected
+    assert arrow_fetch.negotiate(accept) == expected
 
 
-def test_pyarrow_is_not_imported_for_a_json_fetch() -> None:
-    def unavailable() -> bool:
-        raise AssertionError("asked for pyarrow although the client wants JSON")
+def test_an_arrow_answer_loads_no_arrow_library() -> None:
+    """pyarrow and numpy were 44 MB of the front once it had made one answer."""
+    program = textwrap.dedent(
+        """
+        import sys
+        from app.api import arrow_fetch
+        from half_store.domain.records import FetchResult, PartitionState, StoredMessage
 
-    assert arrow_fetch.negotiate("application/json, */*", arrow_available=unavailable) == "json"
-    with pytest.raises(ArrowUnavailable):
-        arrow_fetch.negotiate("application/vnd.apache.arrow.stream", arrow_available=lambda: False)
-
-
-def test_an_arrow_answer_does_not_load_pyarrow_compute() -> None:
-    """Its kernels cost the front 13 MB (one cast) to 50 MB (one subtract): the answer is built without them."""
-    program = (
-        "import sys\n"
-        "from app.api import arrow_fetch\n"
-        "from tests.unit.test_arrow_fetch import page\n"
-        "arrow_fetch.encode_page(page(20, 100))\n"
-        "print('pyarrow.compute' in sys.modules)\n"
+        messages = [
+            StoredMessage("t", 0, 0, 0, "k", b"1", 0, '{"h": "v"}'),
+            StoredMessage("t", 0, 1, 0, None, b"x", 1, None),
+        ]
+        arrow_fetch.encode_page(FetchResult(messages, 2, PartitionState(0, 0, 2, 2)))
+        print(sorted(name for name in ("pyarrow", "numpy") if name in sys.modules))
+        """
     )
     done = subprocess.run([sys.executable, "-c", program], capture_output=True, text=True, timeout=60, check=True)
-    assert done.stdout.strip() == "False"
+    assert done.stdout.strip() == "[]"
+
+
+text = st.text(st.characters(exclude_categories=["Cs"]), max_size=12)
+stored_messages = st.lists(
+    st.builds(
+        lambda offset, timestamp, key, value, binary, headers: StoredMessage(
+            "topic-ü", 7, offset, timestamp, key, value if binary else orjson.dumps(value.decode("latin-1")),
+            VALUE_BINARY if binary else VALUE_JSON, orjson.dumps(headers).decode() if headers else None,
+        ),
+        st.integers(0, 2**63 - 1),
+        st.integers(-(2**62), 2**62),
+        st.none() | text,
+        st.binary(max_size=20),
+        st.booleans(),
+        st.dictionaries(text, text, max_size=3),
+    ),
+    max_size=40,
+)
+
+
+@settings(max_examples=150, deadline=None)
+@given(messages=stored_messages, batch_value_bytes=st.sampled_from([10, 64 * 1024 * 1024]))
+def test_any_page_reads_back_in_pyarrow_as_its_messages(messages: list[StoredMessage], batch_value_bytes: int) -> None:
+    """Whatever the keys, values and headers, pyarrow's full validation passes and every row is its message."""
+    with pytest.MonkeyPatch.context() as patch:
+        patch.setattr(arrow_fetch, "BATCH_VALUE_BYTES", batch_value_bytes)
+        stream = arrow_fetch.encode_page(FetchResult(messages, 99, PartitionState(7, 0, 120, 110)))
+    reader = pa.ipc.open_stream(stream)
+    table = reader.read_all()
+    table.validate(full=True)
+    assert reader.schema.metadata == {
+        b"halfmq.next_offset": b"99", b"halfmq.high_watermark": b"120", b"halfmq.last_stable_offset": b"110"
+    }
+    rows = table.set_column(3, "timestamp", table["timestamp"].cast(pa.int64())).to_pylist()
+    assert rows == [
+        {
+            "topic": m.topic, "partition": m.partition, "offset": m.offset, "timestamp": m.timestamp, "key": m.key,
+            "value": m.value.decode() if m.value_kind == VALUE_JSON else None,
+            "value_base64": m.value if m.value_kind == VALUE_BINARY else None,
+            "headers": list(orjson.loads(m.headers).items()) if m.headers else [],
+        }
+        for m in messages
+    ]
