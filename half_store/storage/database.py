@@ -11,11 +11,13 @@ several broker processes can share one database.
 
 from __future__ import annotations
 
+import time
 from dataclasses import dataclass
 from typing import Any
 
 from sqlalchemy import create_engine, event
 from sqlalchemy.engine import Engine, make_url
+from sqlalchemy.exc import DisconnectionError
 
 SQLITE_BUSY_TIMEOUT_MS = 30_000
 WAL_SIZE_LIMIT_BYTES = 64 * 1024 * 1024  # what a reset WAL file is cut back to
@@ -47,6 +49,9 @@ class Database:
 # PRAGMAs and a cold page cache) under load; the overflow serves a larger read-threads setting.
 READER_POOL_SIZE = 20
 READER_POOL_OVERFLOW = 20
+# How long a PostgreSQL connection may sit in the pool before its next use pings it first.
+PING_AFTER_IDLE_SECONDS = 1.0
+_RETURNED_AT = "halfmq_returned_at"
 
 
 def open_database(url: str, *, sqlite_synchronous: str = "FULL") -> Database:
@@ -62,17 +67,41 @@ def open_database(url: str, *, sqlite_synchronous: str = "FULL") -> Database:
         )
         return Database(writer=writer, reader=reader)
     # One writer thread per process (see writer.py) plus start-up work needs few connections.
-    writer = create_engine(url, pool_size=2, max_overflow=2, pool_pre_ping=True, isolation_level="READ COMMITTED")
+    writer = create_engine(url, pool_size=2, max_overflow=2, isolation_level="READ COMMITTED")
     # Reads are single statements or tolerate READ COMMITTED between statements; autocommit
     # spares a ROLLBACK round trip every time a connection goes back to the pool.
     reader = create_engine(
-        url,
-        pool_size=READER_POOL_SIZE,
-        max_overflow=READER_POOL_OVERFLOW,
-        pool_pre_ping=True,
-        isolation_level="AUTOCOMMIT",
+        url, pool_size=READER_POOL_SIZE, max_overflow=READER_POOL_OVERFLOW, isolation_level="AUTOCOMMIT"
     )
+    for engine in (writer, reader):
+        _ping_after_idle(engine)
     return Database(writer=writer, reader=reader)
+
+
+def _ping_after_idle(engine: Engine) -> None:
+    """Check a pooled connection with a round trip only if it sat idle for a while.
+
+    ``pool_pre_ping`` pings on every checkout: one extra round trip per group commit and
+    per read, about 15 % of the core's time in a mode-2 load on PostgreSQL
+    (docs/benchmarks.md, round 8). A connection back from use a moment ago is taken as
+    alive; if the server went away since, the statement fails, SQLAlchemy invalidates
+    every connection of the pool, and the caller hears ``StorageUnavailable`` (reads
+    retry once on a fresh connection first: see ``Store.read_sync``).
+    """
+
+    @event.listens_for(engine, "checkin")
+    def _on_checkin(_dbapi_connection: Any, record: Any) -> None:
+        record.info[_RETURNED_AT] = time.monotonic()
+
+    @event.listens_for(engine, "checkout")
+    def _on_checkout(dbapi_connection: Any, record: Any, _proxy: Any) -> None:
+        returned_at = record.info.get(_RETURNED_AT)  # none yet: a connection opened just now
+        if returned_at is None or time.monotonic() - returned_at < PING_AFTER_IDLE_SECONDS:
+            return
+        try:
+            engine.dialect.do_ping(dbapi_connection)
+        except engine.dialect.loaded_dbapi.Error as error:
+            raise DisconnectionError(f"a pooled connection failed its ping: {error}") from error
 
 
 def _sqlite_engine(

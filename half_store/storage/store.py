@@ -95,8 +95,16 @@ class Store:
 
     def read_sync(self, query: Callable[[Connection], T]) -> T:
         try:
-            with self.database.reader.connect() as connection:
-                return query(connection)
+            try:
+                with self.database.reader.connect() as connection:
+                    return query(connection)
+            except OperationalError as error:
+                if not error.connection_invalidated:
+                    raise
+                # The server dropped a pooled connection since its last use (a restart, a
+                # terminated backend); the pool is invalidated now, and a read is safe to repeat.
+                with self.database.reader.connect() as connection:
+                    return query(connection)
         except DataError as error:
             raise unstorable(error) from error
         except OperationalError as error:
