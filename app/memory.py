@@ -24,6 +24,7 @@ reused without faults: broker CPU for a 5,000-message Arrow page went from 34–
 from __future__ import annotations
 
 import ctypes
+import gc
 import logging
 import os
 import threading
@@ -59,6 +60,25 @@ def _hold_freed_memory_until_trimmed() -> bool:
     if mallopt is None:
         return False
     return bool(mallopt(_M_MMAP_THRESHOLD, MMAP_THRESHOLD_BYTES)) and bool(mallopt(_M_TRIM_THRESHOLD, TRIM_THRESHOLD_BYTES))
+
+
+def freeze_start_up_objects() -> int:
+    """Take what start-up left alive out of the cyclic garbage collector's passes; how many objects that is.
+
+    A full collection visits every tracked object of the process: the modules, FastAPI's
+    routes, pydantic's validators, SQLAlchemy's tables. Requests that build many objects
+    (a 100-message produce makes a model, a dict and a record per message, and 16 such
+    requests are in flight) promote enough of them to trigger one every hundred-odd
+    requests. Measured in the front under the 100-message produce: validating a request
+    took 450 µs of CPU against 150 µs with the collector off, and 215 µs with the objects
+    of start-up frozen (``gc.freeze``). Frozen objects are still freed by reference
+    counting; only a cycle among them would stay. The first call in a process freezes,
+    later ones (more apps in one test process) do nothing.
+    """
+    if gc.get_freeze_count() == 0:
+        gc.collect()
+        gc.freeze()
+    return gc.get_freeze_count()
 
 
 def resident_bytes() -> int:

@@ -6,9 +6,12 @@ and messages in and out; :mod:`half_store.metrics` counts what happens behind it
 
 from __future__ import annotations
 
+import gc
+
 from prometheus_client import (
     CollectorRegistry,
     Counter,
+    Gauge,
     GCCollector,
     Histogram,
     PlatformCollector,
@@ -54,6 +57,12 @@ FRONT_MEMORY_RELEASED = Counter(
     "Resident memory the front process handed back to the system (malloc_trim, HALFMQ_MEMORY_TRIM_SECONDS)",
     registry=FRONT_REGISTRY,
 )
+
+Gauge(
+    "halfmq_http_gc_frozen_objects",
+    "Objects of the front's start-up kept out of the garbage collector's passes (gc.freeze)",
+    registry=FRONT_REGISTRY,
+).set_function(gc.get_freeze_count)
 
 
 def front_metrics() -> bytes:

@@ -3,7 +3,8 @@
 Same request bodies (the broker's own pydantic models, so validation costs the
 same), the same ``to_record`` conversion, the same ASGI middleware and orjson
 responses, served by uvicorn exactly as ``halfmq serve`` serves the broker (one
-process, ``loop="auto"``/``http="auto"`` = uvloop/httptools, no access log).
+process, ``loop="auto"``/``http="auto"`` = uvloop/httptools, no access log, the
+objects of start-up frozen out of the garbage collector's passes).
 Offsets and ids are made up in memory. Whatever halfmq does on top of this is
 the cost of storage and bookkeeping.
 
@@ -16,6 +17,8 @@ import argparse
 import itertools
 import os
 import uuid
+from collections.abc import AsyncIterator
+from contextlib import asynccontextmanager
 from typing import Annotated
 
 from fastapi import FastAPI, Path, Query, Request
@@ -41,6 +44,10 @@ try:  # a broker from before the Arrow fetch (bench --broker-root) has no Arrow 
     from app.api import arrow_fetch
 except ImportError:
     arrow_fetch = None  # type: ignore[assignment]
+try:  # a broker from before the start-up freeze has none to copy
+    from app.memory import freeze_start_up_objects
+except ImportError:
+    freeze_start_up_objects = None  # type: ignore[assignment]
 from half_store.settings import Settings
 
 _settings = Settings()
@@ -50,8 +57,15 @@ PartitionPath = Annotated[int, Path(ge=0, le=2**31 - 1)]
 IdPath = Annotated[str, Path(min_length=1, max_length=64)]
 
 
+@asynccontextmanager
+async def _lifespan(app: FastAPI) -> AsyncIterator[None]:
+    if freeze_start_up_objects is not None:  # as the broker's front does once it has started
+        freeze_start_up_objects()
+    yield
+
+
 def create_app() -> FastAPI:
-    app = FastAPI(title="halfmq storage-free ceiling")
+    app = FastAPI(title="halfmq storage-free ceiling", lifespan=_lifespan)
     install_error_handlers(app)
     offsets = itertools.count()
     round_robin = itertools.count()

@@ -7,6 +7,8 @@ whichever way the broker runs (one process, or a front and a core).
 
 from __future__ import annotations
 
+import gc
+
 from prometheus_client import (
     CollectorRegistry,
     Counter,
@@ -29,6 +31,11 @@ MEMORY_RELEASED = Counter(
     "Resident memory the core process handed back to the system (malloc_trim, HALFMQ_MEMORY_TRIM_SECONDS)",
     registry=CORE_REGISTRY,
 )
+Gauge(
+    "halfmq_gc_frozen_objects",
+    "Objects of the core's start-up kept out of the garbage collector's passes (gc.freeze)",
+    registry=CORE_REGISTRY,
+).set_function(gc.get_freeze_count)
 GROUP_COMMITS = Counter(
     "halfmq_group_commits_total", "Database transactions committed by the group-commit writer", registry=CORE_REGISTRY
 )

@@ -96,3 +96,13 @@ def test_both_processes_hand_freed_memory_back_after_large_requests(sqlite_datab
             "halfmq_http_memory_released_bytes",
             "halfmq_memory_released_bytes",
         }
+
+
+def test_both_processes_keep_the_objects_of_their_start_up_out_of_garbage_collection(
+    sqlite_databases: SqliteDatabases,
+) -> None:
+    with BrokerProcess(sqlite_databases.new()) as broker:
+        families = {f.name: f for f in text_string_to_metric_families(httpx.get(f"{broker.url}/metrics").text)}
+    frozen = {name: families[name].samples[0].value for name in ("halfmq_http_gc_frozen_objects", "halfmq_gc_frozen_objects")}
+    # Tens of thousands each: the modules, the app's routes and validators, the tables.
+    assert all(count > 10_000 for count in frozen.values()), frozen
