@@ -30,7 +30,7 @@ from app.api.encoding import MessageLimits
 from app.api.errors import install_error_handlers
 from app.api.middleware import AccessLogMiddleware, BodyLimitMiddleware, MetricsMiddleware, enable_access_log
 from app.api.rights import rights_of
-from app.memory import MemoryTrimmer, freeze_start_up_objects
+from app.memory import MemoryTrimmer, tune_garbage_collector
 from app.metrics import FRONT_MEMORY_RELEASED
 from half_store.settings import Settings
 
@@ -72,7 +72,7 @@ def create_app(settings: Settings | None = None) -> FastAPI:
         trimmer = MemoryTrimmer(settings.memory_trim_seconds, FRONT_MEMORY_RELEASED).start()
         try:
             async with _serving_broker(app, settings):
-                freeze_start_up_objects()
+                tune_garbage_collector()
                 yield
         finally:
             trimmer.stop()

@@ -62,8 +62,12 @@ def _hold_freed_memory_until_trimmed() -> bool:
     return bool(mallopt(_M_MMAP_THRESHOLD, MMAP_THRESHOLD_BYTES)) and bool(mallopt(_M_TRIM_THRESHOLD, TRIM_THRESHOLD_BYTES))
 
 
-def freeze_start_up_objects() -> int:
-    """Take what start-up left alive out of the cyclic garbage collector's passes; how many objects that is.
+# Container objects allocated, net, between two young-generation collections (CPython's default: 700).
+YOUNG_COLLECTION_THRESHOLD = 10_000
+
+
+def tune_garbage_collector() -> int:
+    """After start-up: freeze what start-up left alive and collect the young less often; the objects frozen.
 
     A full collection visits every tracked object of the process: the modules, FastAPI's
     routes, pydantic's validators, SQLAlchemy's tables. Requests that build many objects
@@ -71,13 +75,17 @@ def freeze_start_up_objects() -> int:
     requests are in flight) promote enough of them to trigger one every hundred-odd
     requests. Measured in the front under the 100-message produce: validating a request
     took 450 µs of CPU against 150 µs with the collector off, and 215 µs with the objects
-    of start-up frozen (``gc.freeze``). Frozen objects are still freed by reference
-    counting; only a cycle among them would stay. The first call in a process freezes,
-    later ones (more apps in one test process) do nothing.
+    of start-up frozen (``gc.freeze``). A young collection every 10,000 allocations instead
+    of 700 took the front's CPU per request from 0.93 to 0.80 ms more: most of a request's
+    objects are gone before the next one. Frozen objects are still freed by reference
+    counting; only a cycle among them would stay. The first call in a process does this,
+    later ones (more apps in one test process) nothing.
     """
     if gc.get_freeze_count() == 0:
         gc.collect()
         gc.freeze()
+        _, middle, old = gc.get_threshold()
+        gc.set_threshold(YOUNG_COLLECTION_THRESHOLD, middle, old)
     return gc.get_freeze_count()
 
 

@@ -4,7 +4,7 @@ Same request bodies (the broker's own pydantic models, so validation costs the
 same), the same ``to_record`` conversion, the same ASGI middleware and orjson
 responses, served by uvicorn exactly as ``halfmq serve`` serves the broker (one
 process, ``loop="auto"``/``http="auto"`` = uvloop/httptools, no access log, the
-objects of start-up frozen out of the garbage collector's passes).
+garbage collector tuned after start-up as the broker's is).
 Offsets and ids are made up in memory. Whatever halfmq does on top of this is
 the cost of storage and bookkeeping.
 
@@ -45,9 +45,9 @@ try:  # a broker from before the Arrow fetch (bench --broker-root) has no Arrow 
 except ImportError:
     arrow_fetch = None  # type: ignore[assignment]
 try:  # a broker from before the start-up freeze has none to copy
-    from app.memory import freeze_start_up_objects
+    from app.memory import tune_garbage_collector
 except ImportError:
-    freeze_start_up_objects = None  # type: ignore[assignment]
+    tune_garbage_collector = None  # type: ignore[assignment]
 from half_store.settings import Settings
 
 _settings = Settings()
@@ -59,8 +59,8 @@ IdPath = Annotated[str, Path(min_length=1, max_length=64)]
 
 @asynccontextmanager
 async def _lifespan(app: FastAPI) -> AsyncIterator[None]:
-    if freeze_start_up_objects is not None:  # as the broker's front does once it has started
-        freeze_start_up_objects()
+    if tune_garbage_collector is not None:  # as the broker's front does once it has started
+        tune_garbage_collector()
     yield
 
 

@@ -31,7 +31,7 @@ from app.core.protocol import (
     encode,
     read_frame,
 )
-from app.memory import MemoryTrimmer, freeze_start_up_objects
+from app.memory import MemoryTrimmer, tune_garbage_collector
 from half_store.domain.errors import BrokerError, InternalError, bad_unicode
 from half_store.metrics import MEMORY_RELEASED, count_core_process
 from half_store.settings import Settings
@@ -120,7 +120,7 @@ async def serve(settings: Settings, connection: socket.socket) -> None:
     trimmer = MemoryTrimmer(settings.memory_trim_seconds, MEMORY_RELEASED).start()
     try:
         async with running_broker(settings) as broker:
-            freeze_start_up_objects()
+            tune_garbage_collector()
             reader, writer = await asyncio.open_unix_connection(sock=connection, limit=READ_LIMIT)
             server = CoreServer(broker, reader, writer)
             serving = asyncio.create_task(server.serve())
