@@ -195,8 +195,13 @@ def _record_batch(page: MessagePage, start: int, stop: int) -> RecordBatch:
 NO_NULLS = b""  # a validity buffer may be left out when an array has no nulls
 
 
+def _zero_offsets(count: int) -> bytes:
+    """The 32-bit offsets of ``count`` empty items (or nulls): all of them 0."""
+    return bytes(4 * (count + 1))
+
+
 def _repeated_utf8(batch: RecordBatch, text: bytes, count: int) -> None:
-    ends = array("i", range(0, (count + 1) * len(text), len(text))) if text else bytes(4 * (count + 1))
+    ends = array("i", range(0, (count + 1) * len(text), len(text))) if text else _zero_offsets(count)
     batch.node(count, 0, NO_NULLS, ends, text * count)
 
 
@@ -213,7 +218,7 @@ def _variable_width(batch: RecordBatch, items: Sequence[bytes | None]) -> None:
 
 def _all_null(batch: RecordBatch, count: int) -> None:
     """A utf8 or binary array of ``count`` nulls: every bit clear, every offset 0."""
-    batch.node(count, count, bytes((count + 7) // 8), bytes(4 * (count + 1)), b"")
+    batch.node(count, count, bytes((count + 7) // 8), _zero_offsets(count), b"")
 
 
 def _validity(items: Sequence[object]) -> bytes:
@@ -252,7 +257,7 @@ def _headers(batch: RecordBatch, headers: Sequence[str | None]) -> None:
     count = len(headers)
     names: list[bytes] = []
     texts: list[bytes] = []
-    ends: BodyBuffer = bytes(4 * (count + 1))  # no message has headers: every map is empty
+    ends: BodyBuffer = _zero_offsets(count)  # no message has headers: every map is empty
     if headers.count(None) != count:
         ends = array("i", [0])
         for stored in headers:

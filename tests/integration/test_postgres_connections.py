@@ -27,7 +27,7 @@ def store(postgres_url: str) -> Iterator[Store]:
 def _backend_of(engine: Engine) -> int:
     """The server process behind the connection the pool hands out next."""
     with engine.connect() as connection:
-        return int(connection.execute(text("SELECT pg_backend_pid()")).scalar_one())
+        return _backend_pid(connection)
 
 
 def _terminate(through: Engine, pid: int) -> None:
