@@ -158,12 +158,48 @@ def lock_partitions(conn: Connection, keys: list[tuple[int, int]]) -> None:
     conn.execute(_LOCK_PARTITIONS, {"topic_ids": [t for t, _ in keys], "partitions": [p for _, p in keys]}).all()
 
 
-def allocate_offsets(conn: Connection, topic: Topic, partition: int, count: int) -> int:
-    """Reserve ``count`` consecutive offsets in a partition; returns the first."""
-    next_offset = conn.execute(_ALLOCATE, {"t_id": topic.topic_id, "p_id": partition, "count": count}).scalar_one_or_none()
-    if next_offset is None:
-        raise PartitionNotFound(f"topic {topic.name!r} has no partition {partition}")
-    return int(next_offset) - count
+# PostgreSQL only: every partition of a group commit in one round trip. The CTE locks the
+# rows as its sort emits them (key order, as lock_partitions); the UPDATE then changes rows
+# this transaction already holds. A CTE that locks is always run to completion first.
+_ALLOCATE_MANY = text(
+    "WITH wanted AS MATERIALIZED ("
+    " SELECT partitions.topic_id, partitions.partition, k.count FROM partitions"
+    " JOIN unnest(CAST(:topic_ids AS INTEGER[]), CAST(:partitions AS INTEGER[]), CAST(:counts AS BIGINT[]))"
+    " AS k (topic_id, partition, count)"
+    " ON partitions.topic_id = k.topic_id AND partitions.partition = k.partition"
+    " ORDER BY partitions.topic_id, partitions.partition FOR UPDATE OF partitions)"
+    " UPDATE partitions SET next_offset = partitions.next_offset + wanted.count FROM wanted"
+    " WHERE partitions.topic_id = wanted.topic_id AND partitions.partition = wanted.partition"
+    " RETURNING partitions.topic_id, partitions.partition, partitions.next_offset - wanted.count"
+)
+
+
+def allocate_many(
+    conn: Connection, counts: dict[tuple[int, int], int], topics_by_id: dict[int, Topic]
+) -> dict[tuple[int, int], int]:
+    """Reserve ``counts[(topic id, partition)]`` consecutive offsets in each partition, locking them in key order.
+
+    Returns the first offset each partition got. On PostgreSQL one statement for all of
+    them: a round trip per partition was a third of the writer's time in 100-message
+    produce, spread over four partitions.
+    """
+    keys = sorted(counts)
+    if conn.dialect.name == "postgresql":
+        rows = conn.execute(
+            _ALLOCATE_MANY,
+            {"topic_ids": [t for t, _ in keys], "partitions": [p for _, p in keys], "counts": [counts[k] for k in keys]},
+        ).all()
+        firsts = {(topic_id, partition): int(first) for topic_id, partition, first in rows}
+    else:
+        firsts = {}
+        for key in keys:
+            next_offset = conn.execute(_ALLOCATE, {"t_id": key[0], "p_id": key[1], "count": counts[key]}).scalar_one_or_none()
+            if next_offset is not None:
+                firsts[key] = int(next_offset) - counts[key]
+    for key in keys:
+        if key not in firsts:
+            raise PartitionNotFound(f"topic {topics_by_id[key[0]].name!r} has no partition {key[1]}")
+    return firsts
 
 
 def message_row(
@@ -239,9 +275,7 @@ def append_many(conn: Connection, requests: list[AppendRequest]) -> list[dict[in
         topics_by_id[request.topic.topic_id] = request.topic
         for partition, records in request.records.items():
             totals[(request.topic.topic_id, partition)] += len(records)
-    next_free = {
-        key: allocate_offsets(conn, topics_by_id[key[0]], key[1], count) for key, count in sorted(totals.items())
-    }
+    next_free = allocate_many(conn, totals, topics_by_id)
     rows: list[MessageRow] = []
     bases: list[dict[int, int]] = []
     for request in requests:

@@ -47,3 +47,35 @@ def test_going_back_before_record_batches_splits_them_into_rows_and_loses_nothin
         (n, f"k{n}", b"%d" % n, n, 10 + n) for n in range(5)
     ]
     assert [(m.offset, m.key, m.value) for m in read_back] == [(n, f"k{n}", b"%d" % n) for n in range(5)]
+
+
+_VALUE_COMPRESSION = text(
+    "SELECT attcompression FROM pg_attribute WHERE attrelid = 'messages'::regclass AND attname = 'value'"
+)
+
+
+def test_postgresql_compresses_batches_with_lz4_and_reads_what_pglz_stored(postgres_url: str) -> None:
+    # Values past PostgreSQL's 2 KiB threshold are compressed as they are stored: a batch
+    # written under each method must read back the same.
+    records = [Record(None, b"v" * 1024, VALUE_JSON, None, n) for n in range(25)]
+    database = open_database(postgres_url)
+    try:
+        with database.writer.begin() as conn:
+            topic = log_store.create_topic(conn, "t", 1)
+        downgrade(database.writer, "0007_record_batches")
+        with database.writer.begin() as conn:
+            before = conn.execute(_VALUE_COMPRESSION).scalar_one()
+            log_store.append(conn, topic, 0, records, as_batch=True)
+        upgrade(database.writer)
+        with database.writer.begin() as conn:
+            after = conn.execute(_VALUE_COMPRESSION).scalar_one()
+            log_store.append(conn, topic, 0, records, as_batch=True)
+            methods = conn.execute(text('SELECT pg_column_compression(value) FROM messages ORDER BY "offset"')).scalars()
+            stored_with = list(methods)
+        with database.reader.connect() as conn:
+            read_back = log_reads.read_range(conn, topic, 0, 0, 50, 10**8)
+    finally:
+        database.dispose()
+    assert (before, after) == ("", "l")  # "": the server's default, pglz
+    assert stored_with == ["pglz", "lz4"]
+    assert [m.value for m in read_back] == [b"v" * 1024] * 50
