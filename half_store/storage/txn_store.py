@@ -221,8 +221,15 @@ def partitions_of_many(conn: Connection, txn_ids: Sequence[str]) -> dict[str, li
 
 
 def mark_partitions_ended(conn: Connection, ended: Sequence[tuple[str, int, int, int, bool]]) -> None:
-    """Record ``(txn_id, topic_id, partition, marker_offset, aborted)``: the control marker is written."""
-    update_rows(conn, transaction_partitions, ("txn_id", "topic_id", "partition"), ("marker_offset", "aborted"), ended)
+    """Record ``(txn_id, topic_id, partition, marker_offset, aborted)``: the control marker is written.
+
+    Only partitions without a marker get one, so the rows are found through the index of
+    open transactions' partitions, which holds only the transactions in flight.
+    """
+    update_rows(
+        conn, transaction_partitions, ("txn_id", "topic_id", "partition"), ("marker_offset", "aborted"), ended,
+        still_null="marker_offset",
+    )
 
 
 def put_offsets(
