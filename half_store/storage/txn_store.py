@@ -202,17 +202,24 @@ def partitions_of(conn: Connection, txn_id: str) -> list[TxnPartition]:
 
 
 def partitions_of_many(conn: Connection, txn_ids: Sequence[str]) -> dict[str, list[TxnPartition]]:
-    """The partitions each transaction wrote to, in (topic id, partition) order."""
-    rows = conn.execute(
-        select(
-            transaction_partitions.c.txn_id,
-            transaction_partitions.c.topic_id,
-            transaction_partitions.c.partition,
-            transaction_partitions.c.first_offset,
-            transaction_partitions.c.marker_offset,
-        )
-        .where(transaction_partitions.c.txn_id.in_(txn_ids))
-        .order_by(transaction_partitions.c.topic_id, transaction_partitions.c.partition)
+    """The partitions each transaction wrote to, in (topic id, partition) order.
+
+    Sorted here, not by the query: an ORDER BY on the topic's columns let PostgreSQL,
+    before its first statistics of the table, walk the topic's whole (topic, partition)
+    index instead of looking the transactions up by primary key (1.3 ms per group
+    commit and growing, in a benchmark's second minute).
+    """
+    rows = sorted(
+        conn.execute(
+            select(
+                transaction_partitions.c.txn_id,
+                transaction_partitions.c.topic_id,
+                transaction_partitions.c.partition,
+                transaction_partitions.c.first_offset,
+                transaction_partitions.c.marker_offset,
+            ).where(transaction_partitions.c.txn_id.in_(txn_ids))
+        ),
+        key=lambda row: (row.topic_id, row.partition),
     )
     found: dict[str, list[TxnPartition]] = {}
     for txn_id, t, p, f, m in rows:
