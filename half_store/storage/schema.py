@@ -167,6 +167,18 @@ Index(
     postgresql_where=transaction_partitions.c.marker_offset.is_(None),
 )
 
+# What a read_committed fetch asks: the aborted transactions overlapping the offsets it
+# read. Through the index above that walked every transaction of the partition below the
+# page; aborted ones are few, and ordered by their marker the walk starts at the page.
+Index(
+    "ix_transaction_partitions_aborted",
+    transaction_partitions.c.topic_id,
+    transaction_partitions.c.partition,
+    transaction_partitions.c.marker_offset,
+    sqlite_where=transaction_partitions.c.aborted.is_(True),
+    postgresql_where=transaction_partitions.c.aborted.is_(True),
+)
+
 transaction_offsets = Table(
     "transaction_offsets",
     metadata,
