@@ -134,7 +134,11 @@ def read_offsets(
 
 
 def aborted_transactions(conn: Connection, topic_id: int, partition: int, start: int, end: int) -> set[str]:
-    """Ids of aborted transactions with messages in ``[start, end)`` of a partition."""
+    """Ids of aborted transactions with messages in ``[start, end)`` of a partition.
+
+    ``aborted IS true`` is, as written, the predicate of ``ix_transaction_partitions_aborted``:
+    SQLite uses a partial index only for a condition that repeats its predicate.
+    """
     rows = conn.execute(
         select(transaction_partitions.c.txn_id).where(
             transaction_partitions.c.topic_id == topic_id,
