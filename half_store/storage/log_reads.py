@@ -133,21 +133,21 @@ def read_offsets(
     return found
 
 
-def aborted_transactions(conn: Connection, topic_id: int, partition: int, start: int, end: int) -> set[str]:
-    """Ids of aborted transactions with messages in ``[start, end)`` of a partition.
+# Built once: a read_committed fetch over transactional data asks this for every page.
+# ``aborted IS true`` is, as written, the predicate of ix_transaction_partitions_aborted:
+# SQLite uses a partial index only for a condition that repeats its predicate.
+_ABORTED_IN_RANGE = select(transaction_partitions.c.txn_id).where(
+    transaction_partitions.c.topic_id == bindparam("t_id"),
+    transaction_partitions.c.partition == bindparam("p_id"),
+    transaction_partitions.c.aborted.is_(True),
+    transaction_partitions.c.first_offset < bindparam("end"),
+    transaction_partitions.c.marker_offset >= bindparam("start"),
+)
 
-    ``aborted IS true`` is, as written, the predicate of ``ix_transaction_partitions_aborted``:
-    SQLite uses a partial index only for a condition that repeats its predicate.
-    """
-    rows = conn.execute(
-        select(transaction_partitions.c.txn_id).where(
-            transaction_partitions.c.topic_id == topic_id,
-            transaction_partitions.c.partition == partition,
-            transaction_partitions.c.aborted.is_(True),
-            transaction_partitions.c.first_offset < end,
-            transaction_partitions.c.marker_offset >= start,
-        )
-    )
+
+def aborted_transactions(conn: Connection, topic_id: int, partition: int, start: int, end: int) -> set[str]:
+    """Ids of aborted transactions with messages in ``[start, end)`` of a partition."""
+    rows = conn.execute(_ABORTED_IN_RANGE, {"t_id": topic_id, "p_id": partition, "start": start, "end": end})
     return {row[0] for row in rows}
 
 
