@@ -13,7 +13,7 @@ from __future__ import annotations
 from collections.abc import Sequence
 from dataclasses import dataclass
 
-from sqlalchemy import Connection, insert, select, tuple_, update
+from sqlalchemy import Connection, bindparam, insert, select, tuple_, update
 from sqlalchemy.exc import IntegrityError
 
 from half_store.domain.errors import (
@@ -89,23 +89,29 @@ def current_epoch(conn: Connection, producer_id: int) -> int | None:
     return current_epochs(conn, [producer_id]).get(producer_id)
 
 
+# Built once: statements of every group commit of transactional writes.
+_EPOCHS = select(producers.c.producer_id, producers.c.epoch).where(
+    producers.c.producer_id.in_(bindparam("ids", expanding=True))
+)
+_TOUCH = (
+    update(producers)
+    .where(producers.c.producer_id.in_(bindparam("ids", expanding=True)))
+    .values(last_used_at=bindparam("now"))
+    .returning(producers.c.producer_id, producers.c.transaction_timeout_ms)
+)
+
+
 def current_epochs(conn: Connection, producer_ids: Sequence[int]) -> dict[int, int]:
     """The producers' current epochs, by id (unknown ones left out)."""
     if not producer_ids:
         return {}
-    ids = sorted(set(producer_ids))
-    rows = conn.execute(select(producers.c.producer_id, producers.c.epoch).where(producers.c.producer_id.in_(ids)))
+    rows = conn.execute(_EPOCHS, {"ids": sorted(set(producer_ids))})
     return {int(producer_id): int(epoch) for producer_id, epoch in rows}
 
 
 def touch_many(conn: Connection, producer_ids: Sequence[int]) -> dict[int, int | None]:
     """Mark the producers used now, locking their rows; their transaction timeouts, by id (unknown ones left out)."""
-    rows = conn.execute(
-        update(producers)
-        .where(producers.c.producer_id.in_(sorted(producer_ids)))
-        .values(last_used_at=now_ms())
-        .returning(producers.c.producer_id, producers.c.transaction_timeout_ms)
-    )
+    rows = conn.execute(_TOUCH, {"ids": sorted(producer_ids), "now": now_ms()})
     return {int(producer_id): None if timeout is None else int(timeout) for producer_id, timeout in rows}
 
 

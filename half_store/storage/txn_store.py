@@ -91,8 +91,14 @@ def get(conn: Connection, txn_id: str) -> TransactionRow | None:
     return get_many(conn, [txn_id]).get(txn_id)
 
 
+# Statements of a transaction's writes and end are built once (as _LOCK_OPEN below):
+# constructing one and its cache key on every call was the writer's own CPU, once per
+# statement of every group commit.
+_BY_IDS = select(*_COLUMNS).where(transactions.c.txn_id.in_(bindparam("ids", expanding=True)))
+
+
 def get_many(conn: Connection, txn_ids: Sequence[str]) -> dict[str, TransactionRow]:
-    rows = conn.execute(select(*_COLUMNS).where(transactions.c.txn_id.in_(txn_ids)))
+    rows = conn.execute(_BY_IDS, {"ids": list(txn_ids)})
     return {found.txn_id: found for found in map(_row, rows)}
 
 
@@ -119,6 +125,16 @@ def transition(conn: Connection, txn_id: str, move: TxnTransition, *, timed_out:
     return bool(transition_many(conn, [txn_id], move, timed_out=timed_out))
 
 
+# By whether the move also marks the transaction timed out (otherwise that column is left as it is).
+_TRANSITION = {
+    timed_out: update(transactions)
+    .where(transactions.c.txn_id.in_(bindparam("ids", expanding=True)), transactions.c.state == bindparam("source"))
+    .values(state=bindparam("target"), updated_at=bindparam("now"), **({"timed_out": True} if timed_out else {}))
+    .returning(transactions.c.txn_id)
+    for timed_out in (False, True)
+}
+
+
 def transition_many(
     conn: Connection, txn_ids: Sequence[str], move: TxnTransition, *, timed_out: bool = False
 ) -> set[str]:
@@ -126,14 +142,9 @@ def transition_many(
 
     A transaction left out was not in ``move.source`` any more: another process moved it first.
     """
-    values: dict[str, object] = {"state": move.target.value, "updated_at": now_ms()}
-    if timed_out:
-        values["timed_out"] = True
     moved = conn.execute(
-        update(transactions)
-        .where(transactions.c.txn_id.in_(txn_ids), transactions.c.state == move.source.value)
-        .values(**values)
-        .returning(transactions.c.txn_id)
+        _TRANSITION[timed_out],
+        {"ids": list(txn_ids), "source": move.source.value, "target": move.target.value, "now": now_ms()},
     )
     return {row[0] for row in moved}
 
@@ -142,14 +153,15 @@ def unfinished_of_producer(conn: Connection, producer_id: int) -> list[Transacti
     return unfinished_of_producers(conn, [producer_id]).get(producer_id, [])
 
 
+_UNFINISHED_OF_PRODUCERS = select(*_COLUMNS).where(
+    transactions.c.producer_id.in_(bindparam("ids", expanding=True)),
+    transactions.c.state.in_([s.value for s in UNFINISHED_STATES]),
+)
+
+
 def unfinished_of_producers(conn: Connection, producer_ids: Sequence[int]) -> dict[int, list[TransactionRow]]:
     """Each producer's transactions that are not final yet (at most one, unless something went wrong)."""
-    rows = conn.execute(
-        select(*_COLUMNS).where(
-            transactions.c.producer_id.in_(producer_ids),
-            transactions.c.state.in_([s.value for s in UNFINISHED_STATES]),
-        )
-    )
+    rows = conn.execute(_UNFINISHED_OF_PRODUCERS, {"ids": list(producer_ids)})
     found: dict[int, list[TransactionRow]] = {}
     for txn in map(_row, rows):
         assert txn.producer_id is not None
@@ -201,6 +213,15 @@ def partitions_of(conn: Connection, txn_id: str) -> list[TxnPartition]:
     return partitions_of_many(conn, [txn_id]).get(txn_id, [])
 
 
+_PARTITIONS_OF = select(
+    transaction_partitions.c.txn_id,
+    transaction_partitions.c.topic_id,
+    transaction_partitions.c.partition,
+    transaction_partitions.c.first_offset,
+    transaction_partitions.c.marker_offset,
+).where(transaction_partitions.c.txn_id.in_(bindparam("ids", expanding=True)))
+
+
 def partitions_of_many(conn: Connection, txn_ids: Sequence[str]) -> dict[str, list[TxnPartition]]:
     """The partitions each transaction wrote to, in (topic id, partition) order.
 
@@ -209,18 +230,7 @@ def partitions_of_many(conn: Connection, txn_ids: Sequence[str]) -> dict[str, li
     index instead of looking the transactions up by primary key (1.3 ms per group
     commit and growing, in a benchmark's second minute).
     """
-    rows = sorted(
-        conn.execute(
-            select(
-                transaction_partitions.c.txn_id,
-                transaction_partitions.c.topic_id,
-                transaction_partitions.c.partition,
-                transaction_partitions.c.first_offset,
-                transaction_partitions.c.marker_offset,
-            ).where(transaction_partitions.c.txn_id.in_(txn_ids))
-        ),
-        key=lambda row: (row.topic_id, row.partition),
-    )
+    rows = sorted(conn.execute(_PARTITIONS_OF, {"ids": list(txn_ids)}), key=lambda row: (row.topic_id, row.partition))
     found: dict[str, list[TxnPartition]] = {}
     for txn_id, t, p, f, m in rows:
         found.setdefault(txn_id, []).append(TxnPartition(int(t), int(p), int(f), None if m is None else int(m)))
@@ -300,18 +310,19 @@ def staged_commits(conn: Connection, txn_ids: Sequence[str]) -> list[StagedCommi
 StagedOffsets = dict[str, list[tuple[int, int, int, str | None]]]
 
 
+_STAGED_OFFSETS = select(
+    transaction_offsets.c.txn_id,
+    transaction_offsets.c.group_id,
+    transaction_offsets.c.topic_id,
+    transaction_offsets.c.partition,
+    transaction_offsets.c.offset,
+    transaction_offsets.c.metadata,
+).where(transaction_offsets.c.txn_id.in_(bindparam("ids", expanding=True)))
+
+
 def take_offsets(conn: Connection, txn_ids: Sequence[str]) -> dict[str, StagedOffsets]:
     """The group offsets staged in each transaction, by group; removes them."""
-    rows = conn.execute(
-        select(
-            transaction_offsets.c.txn_id,
-            transaction_offsets.c.group_id,
-            transaction_offsets.c.topic_id,
-            transaction_offsets.c.partition,
-            transaction_offsets.c.offset,
-            transaction_offsets.c.metadata,
-        ).where(transaction_offsets.c.txn_id.in_(txn_ids))
-    )
+    rows = conn.execute(_STAGED_OFFSETS, {"ids": list(txn_ids)})
     staged: dict[str, StagedOffsets] = {}
     for txn_id, group, topic_id, partition, offset, metadata in rows:
         by_group = staged.setdefault(txn_id, {})
