@@ -101,6 +101,11 @@ def _union(sets: Iterable[set[PartitionKey]]) -> set[PartitionKey]:
     return set().union(*sets)
 
 
+def _finished(prepared: TransactionRow) -> TransactionRow:
+    """A transaction in PREPARE_* as phase two leaves it."""
+    return replace(prepared, state=final_state(prepared.state, timed_out=prepared.timed_out))
+
+
 class Coordinator:
     def __init__(self, log: LogService, settings: Settings) -> None:
         self.log = log
@@ -256,11 +261,14 @@ class Coordinator:
         now = now_ms()
         prepared: list[TransactionRow] = []
         opening: dict[TxnTransition, list[TransactionRow]] = defaultdict(list)
+        answered: dict[str, TransactionRow] = {}  # already in a final state: it stays there
         for request in requests:
             txn = found.get(request.txn_id) or transaction(conn, request.txn_id)
             if answers_end_request(txn.state, request.commit):
                 if txn.state.is_preparing:
                     prepared.append(txn)  # a crash left it half done: finish it now
+                else:
+                    answered[txn.txn_id] = txn
                 continue
             if txn.state is TxnState.OPEN and txn.expires_at <= now:
                 aborting = self._start_timeout_abort(conn, txn)
@@ -281,8 +289,11 @@ class Coordinator:
                 lost = next(t.txn_id for t in txns if t.txn_id not in moved)
                 raise AlreadyResolved(f"transaction {lost} was ended concurrently")
             prepared.extend(replace(t, state=move.target) for t in txns)
-        touched = self._complete_now(conn, prepared)
-        final = txn_store.get_many(conn, [r.txn_id for r in requests])
+        completed = self._complete_now(conn, prepared)
+        # Where each transaction is now, without reading it again: a prepared one ends where
+        # its prepare state says, whoever completed it; one left prepared stays so.
+        final = {t.txn_id: t if completed is None else _finished(t) for t in prepared} | answered
+        touched = completed or {}
         return [_Ended(final[r.txn_id], touched.get(r.txn_id, set())) for r in requests]
 
     async def describe(self, txn_id: str) -> TransactionView:
@@ -307,7 +318,7 @@ class Coordinator:
                 aborting = self._start_timeout_abort(conn, txn)
                 if aborting is None:
                     return set()
-                return _union(self._complete_now(conn, [aborting]).values())
+                return _union((self._complete_now(conn, [aborting]) or {}).values())
 
             self.notifier.notify(await self.store.write(unit, locks=await self._locks_of(txn.txn_id)))
         return len(expired)
@@ -318,20 +329,20 @@ class Coordinator:
         for txn in pending:
 
             def unit(conn: Connection, txn: TransactionRow = txn) -> set[PartitionKey]:
-                return _union(self._complete_now(conn, [txn]).values())
+                return _union((self._complete_now(conn, [txn]) or {}).values())
 
             self.notifier.notify(await self.store.write(unit, locks=await self._locks_of(txn.txn_id)))
         return len(pending)
 
     # -- internals ------------------------------------------------------------------------------------
 
-    def _complete_now(self, conn: Connection, prepared: list[TransactionRow]) -> dict[str, set[PartitionKey]]:
+    def _complete_now(self, conn: Connection, prepared: list[TransactionRow]) -> dict[str, set[PartitionKey]] | None:
         """Phase two in the same database transaction as phase one, when it can be done at once.
 
         Phase two runs in a savepoint: if it fails, phase one (the PREPARE_* state) is
-        still committed, and recovery completes the transaction later. For several
-        transactions (a merged batch of ends) a failure fails the batch instead, so each
-        is ended alone and only the one that cannot complete stays prepared.
+        still committed, and recovery completes the transaction later; None says so. For
+        several transactions (a merged batch of ends) a failure fails the batch instead, so
+        each is ended alone and only the one that cannot complete stays prepared.
         """
         if not prepared:
             return {}
@@ -342,7 +353,7 @@ class Coordinator:
             if len(prepared) > 1:
                 raise NotMergeable("phase two failed for a batch of transactions") from error
             log.exception("could not complete transaction %s now; it stays %s", prepared[0].txn_id, prepared[0].state.value)
-            return {}
+            return None
 
     async def _locks_of(self, txn_id: str) -> list[PartitionKey]:
         """The partitions a transaction wrote to: the rows its end will lock."""

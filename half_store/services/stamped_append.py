@@ -104,12 +104,13 @@ def lock_producers(
     """Before a begin: lock the producers' rows, refuse fenced ``(producer id, epoch)``.
 
     Returns the producers' transaction timeouts and their unfinished transactions.
-    The rows are locked before the epochs are read, so a concurrent InitProducerId
-    (epoch bump) or begin waits for this one and the checks see a settled epoch.
+    The epochs checked come back from the statement that locks the rows, so a concurrent
+    InitProducerId (epoch bump) or begin waits for this one and the checks see a settled epoch.
     """
     producer_ids = sorted({producer_id for producer_id, _ in stamps})
-    timeouts = producer_store.touch_many(conn, producer_ids)
-    producer_store.check_epochs(conn, stamps)
+    touched = producer_store.touch_many(conn, producer_ids)
+    producer_store.refuse_stale_epochs({producer_id: t.epoch for producer_id, t in touched.items()}, stamps)
+    timeouts = {producer_id: t.transaction_timeout_ms for producer_id, t in touched.items()}
     return timeouts, txn_store.unfinished_of_producers(conn, producer_ids)
 
 

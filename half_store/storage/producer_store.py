@@ -10,7 +10,7 @@ row while it holds its partition's row lock, which every writer takes in one ord
 
 from __future__ import annotations
 
-from collections.abc import Sequence
+from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
 
 from sqlalchemy import Connection, bindparam, insert, select, tuple_, update
@@ -97,7 +97,7 @@ _TOUCH = (
     update(producers)
     .where(producers.c.producer_id.in_(bindparam("ids", expanding=True)))
     .values(last_used_at=bindparam("now"))
-    .returning(producers.c.producer_id, producers.c.transaction_timeout_ms)
+    .returning(producers.c.producer_id, producers.c.epoch, producers.c.transaction_timeout_ms)
 )
 
 
@@ -109,15 +109,35 @@ def current_epochs(conn: Connection, producer_ids: Sequence[int]) -> dict[int, i
     return {int(producer_id): int(epoch) for producer_id, epoch in rows}
 
 
-def touch_many(conn: Connection, producer_ids: Sequence[int]) -> dict[int, int | None]:
-    """Mark the producers used now, locking their rows; their transaction timeouts, by id (unknown ones left out)."""
+@dataclass(frozen=True, slots=True)
+class TouchedProducer:
+    """A producer row locked by :func:`touch_many`: its epoch cannot change until this transaction ends."""
+
+    epoch: int
+    transaction_timeout_ms: int | None
+
+
+def touch_many(conn: Connection, producer_ids: Sequence[int]) -> dict[int, TouchedProducer]:
+    """Mark the producers used now, locking their rows; their epochs and transaction timeouts, by id
+    (unknown ones left out).
+
+    The epochs come back from the same statement that locks the rows, so they are the
+    settled ones that a read after the lock would see, one round trip earlier.
+    """
     rows = conn.execute(_TOUCH, {"ids": sorted(producer_ids), "now": now_ms()})
-    return {int(producer_id): None if timeout is None else int(timeout) for producer_id, timeout in rows}
+    return {
+        int(producer_id): TouchedProducer(int(epoch), None if timeout is None else int(timeout))
+        for producer_id, epoch, timeout in rows
+    }
 
 
 def check_epochs(conn: Connection, stamps: Sequence[tuple[int, int]]) -> None:
     """Refuse requests from unknown producers or fenced (older) epochs: ``(producer id, epoch)`` each, one query."""
-    current = current_epochs(conn, [producer_id for producer_id, _ in stamps])
+    refuse_stale_epochs(current_epochs(conn, [producer_id for producer_id, _ in stamps]), stamps)
+
+
+def refuse_stale_epochs(current: Mapping[int, int], stamps: Sequence[tuple[int, int]]) -> None:
+    """:func:`check_epochs` against epochs already read: ``current``, producer id to epoch."""
     for producer_id, epoch in stamps:
         found = current.get(producer_id)
         if found is None:
