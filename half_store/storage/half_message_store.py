@@ -5,7 +5,7 @@ from __future__ import annotations
 from collections.abc import Sequence
 from dataclasses import dataclass
 
-from sqlalchemy import Connection, and_, bindparam, delete, func, insert, literal, select, update
+from sqlalchemy import Connection, and_, bindparam, delete, func, literal, select, update
 from sqlalchemy.exc import IntegrityError
 
 from half_store.domain.constants import CHECK_HISTORY_KEPT, POLLER_PREFIX
@@ -19,7 +19,7 @@ from half_store.storage.schema import (
     producer_listeners,
     topics,
 )
-from half_store.storage.upsert import upsert
+from half_store.storage.upsert import insert_many, upsert
 
 
 class ResolutionConflict(Exception):
@@ -80,8 +80,9 @@ def insert_halves(conn: Connection, halves: list[tuple[HalfMessage, int]]) -> No
     No savepoint of its own: a conflict ends the unit, and the writer rolls the unit back.
     """
     try:
-        conn.execute(
-            _INSERT_HALF,
+        insert_many(
+            conn,
+            half_messages,
             [
                 {
                     "message_id": half.message_id,
@@ -108,8 +109,6 @@ _BY_IDS = _SELECT.where(half_messages.c.message_id.in_(bindparam("ids", expandin
 _BY_TRANSACTION = _SELECT.where(
     half_messages.c.producer_group == bindparam("group"), half_messages.c.transaction_id == bindparam("txn")
 )
-_INSERT_HALF = insert(half_messages)
-_INSERT_RESOLUTION = insert(half_resolutions)
 _MARK_RESOLVED = (
     update(half_messages)
     .where(half_messages.c.message_id.in_(bindparam("ids", expanding=True)))
@@ -204,7 +203,7 @@ def insert_resolutions(conn: Connection, resolutions: Sequence[NewResolution]) -
         )
         recorded.append(Resolution(new.move.target, topic_name, partition, offset, new.resolved_by, resolved_at))
     try:
-        conn.execute(_INSERT_RESOLUTION, rows)
+        insert_many(conn, half_resolutions, rows)
     except IntegrityError as error:
         raise ResolutionConflict(", ".join(new.half.message_id for new in resolutions)) from error
     conn.execute(_MARK_RESOLVED, {"ids": [new.half.message_id for new in resolutions]})

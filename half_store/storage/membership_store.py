@@ -23,7 +23,7 @@ from half_store.storage.schema import (
     group_partitions,
     topics,
 )
-from half_store.storage.upsert import insert_ignoring_existing, upsert
+from half_store.storage.upsert import insert_many, upsert
 
 PartitionRow = tuple[str, str | None, int | None, str | None]
 """``(state, owner, granted epoch, target)`` of one group partition."""
@@ -35,11 +35,11 @@ def lock_group(conn: Connection, group: str, now: int, *, create: bool) -> int |
     Returns its group epoch, or None if the group has no row (and ``create`` is false).
     """
     if create:
-        insert_ignoring_existing(
+        insert_many(
             conn,
             consumer_groups,
             [{"group_id": group, "group_epoch": 0, "created_at": now, "updated_at": now}],
-            keys=("group_id",),
+            ignoring_existing=("group_id",),
         )
     query = select(consumer_groups.c.group_epoch).where(consumer_groups.c.group_id == group)
     if conn.dialect.name == "postgresql":  # SQLite: the write transaction already holds the database

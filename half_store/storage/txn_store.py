@@ -5,7 +5,7 @@ from __future__ import annotations
 from collections.abc import Sequence
 from dataclasses import dataclass
 
-from sqlalchemy import Connection, bindparam, delete, insert, select, update
+from sqlalchemy import Connection, bindparam, delete, select, update
 
 from half_store.domain.records import now_ms
 from half_store.domain.txn_state import UNFINISHED_STATES, TxnState, TxnTransition
@@ -16,7 +16,7 @@ from half_store.storage.schema import (
     transaction_partitions,
     transactions,
 )
-from half_store.storage.upsert import insert_ignoring_existing, update_rows, upsert
+from half_store.storage.upsert import insert_many, update_rows, upsert
 
 
 @dataclass(frozen=True, slots=True)
@@ -66,10 +66,9 @@ def _row(values: Sequence[object]) -> TransactionRow:
 
 
 def insert_transactions(conn: Connection, rows: Sequence[TransactionRow]) -> None:
-    if not rows:
-        return
-    conn.execute(
-        insert(transactions),
+    insert_many(
+        conn,
+        transactions,
         [
             {
                 "txn_id": row.txn_id,
@@ -198,14 +197,14 @@ def add_partitions(conn: Connection, joined: Sequence[tuple[str, int, int, int]]
     lowest one: offsets only grow, and within ``joined`` the first row of a key wins.
     """
     rows = {(txn_id, topic_id, partition): first for txn_id, topic_id, partition, first in reversed(joined)}
-    insert_ignoring_existing(
+    insert_many(
         conn,
         transaction_partitions,
         [
             {"txn_id": t, "topic_id": topic_id, "partition": p, "first_offset": first, "aborted": False}
             for (t, topic_id, p), first in rows.items()
         ],
-        keys=("txn_id", "topic_id", "partition"),
+        ignoring_existing=("txn_id", "topic_id", "partition"),
     )
 
 

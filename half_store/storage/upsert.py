@@ -3,7 +3,7 @@
 from __future__ import annotations
 
 import functools
-from collections.abc import Sequence
+from collections.abc import Mapping, Sequence
 
 from sqlalchemy import Connection, Table, TextClause, Update, bindparam, text, update
 from sqlalchemy.dialects import postgresql, sqlite
@@ -23,10 +23,47 @@ def upsert(conn: Connection, table: Table, rows: Sequence[dict[str, object]], ke
     conn.execute(statement.on_conflict_do_update(index_elements=list(keys), set_=updates), list(rows))
 
 
-def insert_ignoring_existing(conn: Connection, table: Table, rows: Sequence[dict[str, object]], keys: Sequence[str]) -> None:
-    """INSERT … ON CONFLICT (keys) DO NOTHING: rows whose key is already there are left as they were."""
-    if rows:
-        conn.execute(dialect_insert(conn, table).on_conflict_do_nothing(index_elements=list(keys)), list(rows))
+def insert_many(
+    conn: Connection, table: Table, rows: Sequence[Mapping[str, object]], *, ignoring_existing: tuple[str, ...] = ()
+) -> None:
+    """INSERT ``rows`` (each with the same columns); IntegrityError if one's key is taken.
+
+    ``ignoring_existing``: the key columns of an ON CONFLICT … DO NOTHING instead, so a
+    row whose key is already there (or earlier in ``rows``) is left as it was.
+
+    On PostgreSQL this is one statement over arrays of the values, for the reason
+    :func:`update_rows` gives: as an executemany, psycopg sends a statement per row and
+    the writer thread takes each result back on its own. SQLite runs in the writer's
+    process and keeps the executemany.
+    """
+    if not rows:
+        return
+    columns = tuple(rows[0])
+    if conn.dialect.name == "postgresql":
+        arrays = {f"v{i}": [row[column] for row in rows] for i, column in enumerate(columns)}
+        conn.execute(_insert_from_arrays(table, columns, ignoring_existing), arrays)
+        return
+    statement = dialect_insert(conn, table)
+    if ignoring_existing:
+        statement = statement.on_conflict_do_nothing(index_elements=list(ignoring_existing))
+    conn.execute(statement, list(rows))
+
+
+@functools.cache
+def _insert_from_arrays(table: Table, columns: tuple[str, ...], ignoring_existing: tuple[str, ...]) -> TextClause:
+    arrays = ", ".join(f"CAST(:v{i} AS {_array_type(table, column)})" for i, column in enumerate(columns))
+    names = ", ".join(f'"{column}"' for column in columns)
+    conflict = f" ON CONFLICT ({', '.join(f'{chr(34)}{key}{chr(34)}' for key in ignoring_existing)}) DO NOTHING"
+    return text(
+        f"INSERT INTO {table.name} ({names}) SELECT * FROM unnest({arrays}) AS given ({names})"
+        + (conflict if ignoring_existing else "")
+    )
+
+
+def _array_type(table: Table, column: str) -> str:
+    """The PostgreSQL array type of a column's values, for a CAST of a bound list."""
+    dialect = postgresql.dialect()  # type: ignore[no-untyped-call]  # SQLAlchemy's dialect classes are not annotated
+    return f"{table.c[column].type.compile(dialect)}[]"
 
 
 def update_rows(
@@ -79,13 +116,12 @@ def _update_each(table: Table, keys: tuple[str, ...], columns: tuple[str, ...], 
 
 @functools.cache
 def _update_from_arrays(table: Table, keys: tuple[str, ...], columns: tuple[str, ...], still_null: str | None) -> TextClause:
-    dialect = postgresql.dialect()  # type: ignore[no-untyped-call]  # SQLAlchemy's dialect classes are not annotated
     names = (*keys, *columns)
-    types = [table.c[name].type.compile(dialect) for name in names]
-    arrays = ", ".join(f"CAST(:v{i} AS {types[i]}[])" for i in range(len(names)))
+    types = [_array_type(table, name) for name in names]
+    arrays = ", ".join(f"CAST(:v{i} AS {types[i]})" for i in range(len(names)))
     given = ", ".join(f'"{name}"' for name in names)
     assignments = ", ".join(f'"{column}" = given."{column}"' for column in columns)
-    bounded = " AND ".join(f'{table.name}."{key}" = ANY(CAST(:v{i} AS {types[i]}[]))' for i, key in enumerate(keys))
+    bounded = " AND ".join(f'{table.name}."{key}" = ANY(CAST(:v{i} AS {types[i]}))' for i, key in enumerate(keys))
     matches = " AND ".join(f'{table.name}."{key}" = given."{key}"' for key in keys)
     if still_null is not None:
         matches += f' AND {table.name}."{still_null}" IS NULL'
