@@ -7,15 +7,15 @@ from collections.abc import Iterator
 
 import pytest
 from sqlalchemy import select
-from sqlalchemy.exc import DataError
+from sqlalchemy.exc import DataError, IntegrityError
 
 from half_store.domain.constants import VALUE_BINARY, VALUE_JSON
 from half_store.domain.errors import PartitionNotFound, ValidationFailed
 from half_store.domain.records import ProducerStamp, Record
 from half_store.storage import log_reads, log_store
 from half_store.storage.database import Database, open_database
-from half_store.storage.schema import partitions
-from half_store.storage.upsert import update_rows
+from half_store.storage.schema import partitions, transaction_partitions
+from half_store.storage.upsert import insert_many, update_rows
 
 AWKWARD_TEXT = 'tab\there, back\\slash, new\nline, quote ", comma, \\N, é, 🙂'
 
@@ -109,6 +109,42 @@ def test_update_rows_sets_the_columns_of_each_keyed_row_and_leaves_the_others(da
             .order_by(partitions.c.partition)
         ).all()
     assert [tuple(row) for row in rows] == [(0, 0, 0), (1, 10, 2), (2, 0, 0), (3, 30, 0)]
+
+
+def _transaction_partitions(database: Database) -> list[tuple[object, ...]]:
+    with database.reader.connect() as conn:
+        rows = conn.execute(select(transaction_partitions).order_by(transaction_partitions.c.partition)).all()
+    return [tuple(row) for row in rows]
+
+
+def _joined(partition: int, first_offset: int, marker: int | None = None, aborted: bool = False) -> dict[str, object]:
+    return {"txn_id": "txn-1", "topic_id": 1, "partition": partition, "first_offset": first_offset,
+            "marker_offset": marker, "aborted": aborted}
+
+
+def test_insert_many_stores_every_row_as_given_nulls_and_booleans_included(database: Database) -> None:
+    with database.writer.begin() as conn:
+        insert_many(conn, transaction_partitions, [_joined(0, 5), _joined(1, 2**40, marker=7, aborted=True)])
+        insert_many(conn, transaction_partitions, [])
+    assert _transaction_partitions(database) == [("txn-1", 1, 0, 5, None, False), ("txn-1", 1, 1, 2**40, 7, True)]
+
+
+def test_insert_many_refuses_a_taken_key_and_writes_none_of_the_rows(database: Database) -> None:
+    with database.writer.begin() as conn:
+        insert_many(conn, transaction_partitions, [_joined(0, 5)])
+    with pytest.raises(IntegrityError), database.writer.begin() as conn:
+        insert_many(conn, transaction_partitions, [_joined(1, 1), _joined(0, 9)])
+    assert _transaction_partitions(database) == [("txn-1", 1, 0, 5, None, False)]
+
+
+def test_insert_many_ignoring_existing_keeps_the_stored_row_and_the_first_of_a_repeated_key(database: Database) -> None:
+    keys = ("txn_id", "topic_id", "partition")
+    with database.writer.begin() as conn:
+        insert_many(conn, transaction_partitions, [_joined(0, 5)], ignoring_existing=keys)
+        insert_many(
+            conn, transaction_partitions, [_joined(0, 9), _joined(1, 3), _joined(1, 4)], ignoring_existing=keys
+        )
+    assert _transaction_partitions(database) == [("txn-1", 1, 0, 5, None, False), ("txn-1", 1, 1, 3, None, False)]
 
 
 def test_a_batch_whose_sequence_numbers_pass_the_32_bit_range_is_refused_not_wrapped(database: Database) -> None:
