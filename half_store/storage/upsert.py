@@ -52,12 +52,15 @@ def insert_many(
 @functools.cache
 def _insert_from_arrays(table: Table, columns: tuple[str, ...], ignoring_existing: tuple[str, ...]) -> TextClause:
     arrays = ", ".join(f"CAST(:v{i} AS {_array_type(table, column)})" for i, column in enumerate(columns))
-    names = ", ".join(f'"{column}"' for column in columns)
-    conflict = f" ON CONFLICT ({', '.join(f'{chr(34)}{key}{chr(34)}' for key in ignoring_existing)}) DO NOTHING"
+    conflict = f" ON CONFLICT ({_names(ignoring_existing)}) DO NOTHING" if ignoring_existing else ""
     return text(
-        f"INSERT INTO {table.name} ({names}) SELECT * FROM unnest({arrays}) AS given ({names})"
-        + (conflict if ignoring_existing else "")
+        f"INSERT INTO {table.name} ({_names(columns)}) SELECT * FROM unnest({arrays}) AS given ({_names(columns)})"
+        + conflict
     )
+
+
+def _names(columns: tuple[str, ...]) -> str:
+    return ", ".join(f'"{column}"' for column in columns)  # "offset", "partition" are keywords
 
 
 def _array_type(table: Table, column: str) -> str:
@@ -119,7 +122,7 @@ def _update_from_arrays(table: Table, keys: tuple[str, ...], columns: tuple[str,
     names = (*keys, *columns)
     types = [_array_type(table, name) for name in names]
     arrays = ", ".join(f"CAST(:v{i} AS {types[i]})" for i in range(len(names)))
-    given = ", ".join(f'"{name}"' for name in names)
+    given = _names(names)
     assignments = ", ".join(f'"{column}" = given."{column}"' for column in columns)
     bounded = " AND ".join(f'{table.name}."{key}" = ANY(CAST(:v{i} AS {types[i]}))' for i, key in enumerate(keys))
     matches = " AND ".join(f'{table.name}."{key}" = given."{key}"' for key in keys)
