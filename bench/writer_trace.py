@@ -6,9 +6,10 @@ the writer thread sends and each group commit (see its docstring). One chain sce
 runs (``bench.loadgen``, 64 connections); afterwards the core is asked for its totals.
 
 Prints, per write unit: the writer's busy time, the time spent in statements (sending,
-the database's work, the answer back), units per group commit; then the statements
-that took the most time. The first figure is what bounds a latency-bound chain with one
-writer; unlike a rate, it hardly moves with the machine's other load.
+the database's work, the answer back) and in COMMIT, units per group commit; then the
+statements that took the most time. The rest of the busy time is the writer's Python.
+The first figure is what bounds a latency-bound chain with one writer; unlike a rate,
+it hardly moves with the machine's other load.
 
 ``python -m bench.writer_trace [--db postgresql|sqlite] [--chain pair|txn|txn-producer|notxn|single] [--seconds S]``
 """
@@ -44,6 +45,7 @@ class WriterTrace:
     batches: int  # group commits
     units: int
     busy_s: float  # the writer's time in group commits
+    commit_s: float  # of which in COMMIT (and SQLite's fsync)
     statements: list[Statement]  # most time first
 
     def per_unit_us(self, seconds: float) -> float:
@@ -74,6 +76,7 @@ def trace(kind: str, chain: str, seconds: float, warm_up_seconds: float) -> Writ
         after["batches"] - before["batches"],
         after["units"] - before["units"],
         after["busy_s"] - before["busy_s"],
+        after["commit_s"] - before["commit_s"],
         sorted(statements, key=lambda s: -s.seconds),
     )
 
@@ -104,7 +107,7 @@ def main(argv: list[str] | None = None) -> int:
     print(
         f"{args.db} {args.chain}: {found.rate:,.0f}/s; {found.units:,} units in {found.batches:,} group commits"
         f" ({found.units / max(found.batches, 1):.1f} each); per unit: writer busy {found.per_unit_us(found.busy_s):.0f} us,"
-        f" statements {found.per_unit_us(in_statements):.0f} us"
+        f" statements {found.per_unit_us(in_statements):.0f} us, commit {found.per_unit_us(found.commit_s):.0f} us"
     )
     for s in found.statements[: args.top]:
         print(f"  {1e6 * s.seconds / s.calls:7.0f} us x {s.calls / max(found.batches, 1):4.2f} per commit  {s.sql[:100]}")

@@ -1,8 +1,9 @@
 """Loaded by every Python process started with this folder on PYTHONPATH (``python -m bench.writer_trace``).
 
 In the broker's core process only, it times what the group-commit writer thread does:
-each statement it sends (SQLAlchemy's cursor events, by statement text) and each group
-commit (``GroupCommitWriter._commit_batch``, outermost call only). SIGUSR1 writes the
+each statement it sends (SQLAlchemy's cursor events, by statement text), each COMMIT
+(``DefaultDialect.do_commit``) and each group commit (``GroupCommitWriter._commit_batch``,
+outermost call only). SIGUSR1 writes the
 totals as JSON to ``HALFMQ_WRITER_TRACE``. No broker code is changed.
 """
 
@@ -16,6 +17,7 @@ import sys
 import threading
 import time
 from collections import defaultdict
+from collections.abc import Callable
 from typing import Any
 
 _WRITER_THREAD = "halfmq-writer"
@@ -34,11 +36,12 @@ def _shape(statement: str) -> str:
 def _install(output: str) -> None:
     from sqlalchemy import event
     from sqlalchemy.engine import Engine
+    from sqlalchemy.engine.default import DefaultDialect
 
     from half_store.storage import writer
 
     statements: defaultdict[str, list[float]] = defaultdict(lambda: [0, 0.0])  # text -> [calls, seconds]
-    batches = {"batches": 0, "units": 0, "busy_s": 0.0}
+    batches = {"batches": 0, "units": 0, "busy_s": 0.0, "commit_s": 0.0}
     started: dict[int, float] = {}
     depth = threading.local()
 
@@ -55,6 +58,19 @@ def _install(output: str) -> None:
 
     event.listen(Engine, "before_cursor_execute", before)
     event.listen(Engine, "after_cursor_execute", after)
+
+    # Both dialects commit through DefaultDialect.do_commit: the COMMIT and, on SQLite, its fsync.
+    do_commit: Callable[[Any, Any], None] = DefaultDialect.do_commit
+
+    def timed_commit(self: Any, dbapi_connection: Any) -> None:
+        begun = time.perf_counter()
+        try:
+            do_commit(self, dbapi_connection)
+        finally:
+            if threading.current_thread().name == _WRITER_THREAD:
+                batches["commit_s"] += time.perf_counter() - begun
+
+    DefaultDialect.do_commit = timed_commit  # type: ignore[method-assign]
 
     original = writer.GroupCommitWriter._commit_batch
 
