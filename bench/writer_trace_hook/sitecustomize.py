@@ -3,8 +3,8 @@
 In the broker's core process only, it times what the group-commit writer thread does:
 each statement it sends (SQLAlchemy's cursor events, by statement text), each COMMIT
 (``DefaultDialect.do_commit``) and each group commit (``GroupCommitWriter._commit_batch``,
-outermost call only). SIGUSR1 writes the
-totals as JSON to ``HALFMQ_WRITER_TRACE``. No broker code is changed.
+outermost call only). SIGUSR1 writes the totals as JSON to ``HALFMQ_WRITER_TRACE``. No
+broker code is changed.
 """
 
 from __future__ import annotations
