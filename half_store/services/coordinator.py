@@ -368,7 +368,7 @@ class Coordinator:
         finishing: list[TransactionRow] = []
         edges: dict[TxnTransition, list[str]] = defaultdict(list)
         for txn in prepared:
-            edges[transition(txn.state, final_state(txn.state, timed_out=txn.timed_out))].append(txn.txn_id)
+            edges[transition(txn.state, _finished(txn).state)].append(txn.txn_id)
         moved: set[str] = set()
         for move, ids in edges.items():
             moved |= txn_store.transition_many(conn, ids, move)

@@ -30,14 +30,14 @@ def insert_rows(conn: Connection, table: Table, columns: tuple[str, ...], rows: 
         conn.exec_driver_sql(_insert_sql(table, columns, conn.dialect.paramstyle), list(rows))
 
 
-def _quoted(columns: tuple[str, ...]) -> str:
+def quoted_columns(columns: tuple[str, ...]) -> str:
     return ", ".join(f'"{column}"' for column in columns)  # "offset", "partition" are keywords
 
 
 @functools.cache
 def _insert_sql(table: Table, columns: tuple[str, ...], paramstyle: str) -> str:
     marks = ", ".join(_PLACEHOLDER[paramstyle].format(n=i + 1) for i in range(len(columns)))
-    return f"INSERT INTO {table.name} ({_quoted(columns)}) VALUES ({marks})"
+    return f"INSERT INTO {table.name} ({quoted_columns(columns)}) VALUES ({marks})"
 
 
 @functools.cache
@@ -45,7 +45,7 @@ def _copy_statement(table: Table, columns: tuple[str, ...]) -> tuple[str, list[s
     """The COPY statement, and each column's PostgreSQL type as binary COPY needs it (no length: "varchar")."""
     dialect = postgresql.dialect()  # type: ignore[no-untyped-call]
     types = [re.sub(r"\(.*\)", "", table.c[name].type.compile(dialect)).lower() for name in columns]
-    return f"COPY {table.name} ({_quoted(columns)}) FROM STDIN (FORMAT BINARY)", types
+    return f"COPY {table.name} ({quoted_columns(columns)}) FROM STDIN (FORMAT BINARY)", types
 
 
 def _copy(conn: Connection, table: Table, columns: tuple[str, ...], rows: Sequence[Row]) -> None:

@@ -8,6 +8,8 @@ from collections.abc import Mapping, Sequence
 from sqlalchemy import Connection, Table, TextClause, Update, bindparam, text, update
 from sqlalchemy.dialects import postgresql, sqlite
 
+from half_store.storage.bulk import quoted_columns
+
 
 def dialect_insert(conn: Connection, table: Table) -> postgresql.Insert | sqlite.Insert:
     """The connection's dialect's INSERT, the one with ``on_conflict_do_*``."""
@@ -52,15 +54,9 @@ def insert_many(
 @functools.cache
 def _insert_from_arrays(table: Table, columns: tuple[str, ...], ignoring_existing: tuple[str, ...]) -> TextClause:
     arrays = ", ".join(f"CAST(:v{i} AS {_array_type(table, column)})" for i, column in enumerate(columns))
-    conflict = f" ON CONFLICT ({_names(ignoring_existing)}) DO NOTHING" if ignoring_existing else ""
-    return text(
-        f"INSERT INTO {table.name} ({_names(columns)}) SELECT * FROM unnest({arrays}) AS given ({_names(columns)})"
-        + conflict
-    )
-
-
-def _names(columns: tuple[str, ...]) -> str:
-    return ", ".join(f'"{column}"' for column in columns)  # "offset", "partition" are keywords
+    names = quoted_columns(columns)
+    conflict = f" ON CONFLICT ({quoted_columns(ignoring_existing)}) DO NOTHING" if ignoring_existing else ""
+    return text(f"INSERT INTO {table.name} ({names}) SELECT * FROM unnest({arrays}) AS given ({names}){conflict}")
 
 
 def _array_type(table: Table, column: str) -> str:
@@ -122,7 +118,7 @@ def _update_from_arrays(table: Table, keys: tuple[str, ...], columns: tuple[str,
     names = (*keys, *columns)
     types = [_array_type(table, name) for name in names]
     arrays = ", ".join(f"CAST(:v{i} AS {types[i]})" for i in range(len(names)))
-    given = _names(names)
+    given = quoted_columns(names)
     assignments = ", ".join(f'"{column}" = given."{column}"' for column in columns)
     bounded = " AND ".join(f'{table.name}."{key}" = ANY(CAST(:v{i} AS {types[i]}))' for i, key in enumerate(keys))
     matches = " AND ".join(f'{table.name}."{key}" = given."{key}"' for key in keys)
