@@ -53,13 +53,13 @@ def insert_many(
 
 @functools.cache
 def _insert_from_arrays(table: Table, columns: tuple[str, ...], ignoring_existing: tuple[str, ...]) -> TextClause:
-    arrays = ", ".join(f"CAST(:v{i} AS {_array_type(table, column)})" for i, column in enumerate(columns))
+    arrays = ", ".join(f"CAST(:v{i} AS {array_type(table, column)})" for i, column in enumerate(columns))
     names = quoted_columns(columns)
     conflict = f" ON CONFLICT ({quoted_columns(ignoring_existing)}) DO NOTHING" if ignoring_existing else ""
     return text(f"INSERT INTO {table.name} ({names}) SELECT * FROM unnest({arrays}) AS given ({names}){conflict}")
 
 
-def _array_type(table: Table, column: str) -> str:
+def array_type(table: Table, column: str) -> str:
     """The PostgreSQL array type of a column's values, for a CAST of a bound list."""
     dialect = postgresql.dialect()  # type: ignore[no-untyped-call]  # SQLAlchemy's dialect classes are not annotated
     return f"{table.c[column].type.compile(dialect)}[]"
@@ -116,7 +116,7 @@ def _update_each(table: Table, keys: tuple[str, ...], columns: tuple[str, ...], 
 @functools.cache
 def _update_from_arrays(table: Table, keys: tuple[str, ...], columns: tuple[str, ...], still_null: str | None) -> TextClause:
     names = (*keys, *columns)
-    types = [_array_type(table, name) for name in names]
+    types = [array_type(table, name) for name in names]
     arrays = ", ".join(f"CAST(:v{i} AS {types[i]})" for i in range(len(names)))
     given = quoted_columns(names)
     assignments = ", ".join(f'"{column}" = given."{column}"' for column in columns)
