@@ -46,11 +46,13 @@ class Store:
         self.database = database
         self._readers = ReadPool(read_threads or DEFAULT_READ_THREADS[database.dialect])
         # SQLite locks the whole database per write transaction; row locks need ordering only on PostgreSQL.
-        prelock = None if database.is_sqlite else log_store.lock_partitions
+        begin_locked = None if database.is_sqlite else log_store.begin_locking
         # SQLite: WAL checkpoints on a thread of their own rather than inside the writer's commits.
         self._checkpointer = Checkpointer(database.reader) if database.is_sqlite else None
         self.writer = GroupCommitWriter(
-            database.writer, prelock=prelock, on_commit=self._checkpointer.committed if self._checkpointer else None
+            database.writer,
+            begin_locked=begin_locked,
+            on_commit=self._checkpointer.committed if self._checkpointer else None,
         )
         # name -> (topic, when it was looked up). Ids are never reused, so the id map needs no expiry.
         self._topics: dict[str, tuple[Topic, float]] = {}

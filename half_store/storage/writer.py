@@ -19,11 +19,12 @@ Three things keep batches cheap and safe:
   one unit at a time, so only the bad unit fails and its neighbours still commit.
 - **Lock order.** A unit may declare the rows it will lock (the partitions it appends
   to). On PostgreSQL the batch takes all declared locks up front, in sorted order,
-  through the ``prelock`` hook; two batches, in this process or in another broker
-  process, then queue behind each other instead of deadlocking. A batch that is one
-  merged run of a kind that locks in sorted order by itself (plain appends) skips that
-  query. A unit that still loses a deadlock or serialization race (on rows it did not
-  declare) is retried on its own.
+  through the ``begin_locked`` hook, which opens the transaction in the same round
+  trip; two batches, in this process or in another broker process, then queue behind
+  each other instead of deadlocking. A batch that is one merged run of a kind that
+  locks in sorted order by itself (plain appends) declares no keys to it. A unit that
+  still loses a deadlock or serialization race (on rows it did not declare) is retried
+  on its own.
 
 There is one writer thread: SQLite has one writer anyway, and on PostgreSQL one
 thread per process with group commit beat several threads contending for the same
@@ -33,11 +34,12 @@ partition rows (see docs/benchmarks.md). Scale out with broker processes instead
 from __future__ import annotations
 
 import asyncio
+import contextlib
 import logging
 import queue
 import threading
 from collections import defaultdict
-from collections.abc import Callable, Sequence
+from collections.abc import Callable, Iterator, Sequence
 from dataclasses import dataclass, field
 from typing import Any, Generic, TypeVar
 
@@ -58,7 +60,7 @@ T = TypeVar("T")
 P = TypeVar("P")
 Unit = Callable[[Connection], T]
 LockKey = tuple[int, int]
-Prelock = Callable[[Connection, list[LockKey]], None]
+BeginLocked = Callable[[Connection, list[LockKey]], None]
 
 log = logging.getLogger(__name__)
 
@@ -80,7 +82,7 @@ class MergeKind(Generic[P, T]):
     """Units that the writer may run together: ``run_many(conn, payloads)`` returns one result each.
 
     ``locks_in_order``: ``run_many`` locks no rows but its units' declared ones, and those
-    in sorted order, so a batch of this kind alone needs no ``prelock`` query first.
+    in sorted order, so a batch of this kind alone needs none locked before it runs.
     """
 
     name: str
@@ -106,18 +108,24 @@ class _Pending:
 
 
 class GroupCommitWriter:
-    """Runs write units in shared transactions on a dedicated thread."""
+    """Runs write units in shared transactions on a dedicated thread.
+
+    ``begin_locked(conn, keys)``, where the database locks rows: opens a group commit's
+    transaction itself on a connection in autocommit mode, and locks the rows of ``keys``
+    (sorted; none for a batch that locks in order by itself) in the same round trip.
+    Without it the transaction opens as the engine opens it (SQLite locks the database).
+    """
 
     def __init__(
         self,
         engine: Engine,
         *,
-        prelock: Prelock | None = None,
+        begin_locked: BeginLocked | None = None,
         on_commit: Callable[[], None] | None = None,
         max_batch: int = 256,
     ) -> None:
         self._engine = engine
-        self._prelock = prelock
+        self._begin_locked = begin_locked
         self._on_commit = on_commit
         self._max_batch = max_batch
         self._queue: queue.SimpleQueue[_Pending | None] = queue.SimpleQueue()
@@ -182,12 +190,7 @@ class GroupCommitWriter:
     def _commit_batch(self, batch: list[_Pending], *, careful: bool = False) -> None:
         retry: list[_Pending] = []
         try:
-            with self._engine.connect() as connection, connection.begin():
-                # A careful rerun may run a merged kind's units one by one, each in its own order.
-                if self._prelock is not None and (careful or not _locks_in_order(batch)):
-                    keys = sorted({key for pending in batch for key in pending.locks})
-                    if keys:
-                        self._prelock(connection, keys)
+            with self._engine.connect() as connection, self._begin(connection, batch, careful):
                 if len(batch) == 1:
                     # Alone in the transaction: no savepoint needed, a failure rolls it all back.
                     batch[0].outcome = (batch[0].run(connection), None)
@@ -219,6 +222,22 @@ class GroupCommitWriter:
                 self._on_commit()
             _answer([(pending, *pending.outcome) for pending in batch if pending.outcome is not None])
         self._retry_alone(retry)
+
+    @contextlib.contextmanager
+    def _begin(self, connection: Connection, batch: list[_Pending], careful: bool) -> Iterator[None]:
+        """The batch's transaction, with its declared rows locked first where the database locks rows."""
+        if self._begin_locked is None:
+            with connection.begin():
+                yield
+            return
+        # SQLAlchemy then neither begins nor ends the transaction on the server: begin_locked
+        # opens it, and psycopg's commit and rollback end it, as they act on what the server says.
+        connection.execution_options(isolation_level="AUTOCOMMIT")
+        with connection.begin():
+            # A careful rerun may run a merged kind's units one by one, each in its own order.
+            keys = sorted({key for pending in batch for key in pending.locks}) if careful or not _locks_in_order(batch) else []
+            self._begin_locked(connection, keys)
+            yield
 
     def _run_optimistically(self, connection: Connection, batch: list[_Pending]) -> None:
         try:

@@ -1,4 +1,4 @@
-"""PostgreSQL connections the server dropped while they sat in the broker's pools."""
+"""PostgreSQL connections: dropped by the server while they sat in the pools, and a group commit's transaction on them."""
 
 from __future__ import annotations
 
@@ -6,11 +6,14 @@ import asyncio
 from collections.abc import Iterator
 
 import pytest
+from psycopg.errors import LockNotAvailable
+from psycopg.pq import TransactionStatus
 from sqlalchemy import Connection, Engine, select, text
+from sqlalchemy.exc import OperationalError
 
-from half_store.domain.errors import StorageUnavailable
+from half_store.domain.errors import InvalidRequest, StorageUnavailable
 from half_store.storage import database as database_module
-from half_store.storage import producer_store
+from half_store.storage import log_store, producer_store
 from half_store.storage.database import open_database
 from half_store.storage.schema import producers
 from half_store.storage.store import Store
@@ -73,3 +76,54 @@ def test_a_write_on_a_connection_dropped_a_moment_ago_fails_whole_and_the_next_o
     assert isinstance(first, StorageUnavailable)
     with store.database.reader.connect() as connection:
         assert connection.execute(select(producers.c.producer_id)).scalars().all() == [second[0]]
+
+
+def _in_server_transaction(conn: Connection) -> bool:
+    return bool(conn.connection.driver_connection.info.transaction_status == TransactionStatus.INTRANS)  # type: ignore[union-attr]
+
+
+def _locked_by_another(through: Engine, topic_id: int, partition: int) -> bool:
+    """Whether another transaction holds the partition's row: a NOWAIT lock from another pool fails at once."""
+    with through.connect() as connection:
+        try:
+            connection.execute(
+                text("SELECT 1 FROM partitions WHERE topic_id = :t AND partition = :p FOR UPDATE NOWAIT"),
+                {"t": topic_id, "p": partition},
+            )
+        except OperationalError as error:
+            assert isinstance(error.orig, LockNotAvailable)
+            return True
+    return False
+
+
+def test_a_group_commit_is_one_server_transaction_holding_its_declared_partitions_from_its_first_statement(
+    store: Store,
+) -> None:
+    topic = store.writer.run_sync(lambda conn: log_store.create_topic(conn, "t", 2))
+    seen: dict[str, object] = {}
+
+    def unit(conn: Connection) -> None:
+        seen["in transaction"] = _in_server_transaction(conn)
+        seen["partition 0 held"] = _locked_by_another(store.database.reader, topic.topic_id, 0)
+        seen["partition 1 held"] = _locked_by_another(store.database.reader, topic.topic_id, 1)
+        producer_store.new_producer(conn)
+        raise InvalidRequest("changed its mind")
+
+    with pytest.raises(InvalidRequest):
+        asyncio.run(store.write(unit, locks=[(topic.topic_id, 0)]))
+
+    assert seen == {"in transaction": True, "partition 0 held": True, "partition 1 held": False}
+    with store.database.reader.connect() as connection:
+        assert connection.execute(select(producers.c.producer_id)).all() == []  # the failed unit's write is undone
+        assert not _locked_by_another(store.database.reader, topic.topic_id, 0)  # and its lock let go
+
+
+def test_a_group_commit_that_declares_no_rows_is_a_server_transaction_too(store: Store) -> None:
+    def unit(conn: Connection) -> bool:
+        in_transaction = _in_server_transaction(conn)
+        producer_store.new_producer(conn)
+        return in_transaction
+
+    assert asyncio.run(store.write(unit)) is True
+    with store.database.reader.connect() as connection:
+        assert len(connection.execute(select(producers.c.producer_id)).all()) == 1

@@ -142,12 +142,16 @@ def test_merged_units_run_as_one_and_a_bad_one_fails_alone(tmp_path: Path) -> No
     assert max(calls) > 1  # some units ran merged
 
 
-def test_only_a_batch_of_one_kind_that_locks_in_order_skips_the_prelock(tmp_path: Path) -> None:
+def test_only_a_batch_of_one_kind_that_locks_in_order_begins_with_nothing_locked(tmp_path: Path) -> None:
     from half_store.storage.writer import MergeKind
 
     database = open_database(f"sqlite:///{tmp_path / 'p.db'}")
-    prelocked: list[list[tuple[int, int]]] = []
-    writer = GroupCommitWriter(database.writer, prelock=lambda conn, keys: prelocked.append(keys))
+    begun: list[list[tuple[int, int]]] = []
+    writer = GroupCommitWriter(database.writer, begin_locked=lambda conn, keys: begun.append(keys))
+
+    def locked_first() -> list[list[tuple[int, int]]]:
+        """The rows each batch locked as it began, for the batches that locked any."""
+        return [keys for keys in begun if keys]
     writer.start()
 
     def append_all(conn: Connection, partitions: list[int]) -> list[int]:
@@ -174,12 +178,13 @@ def test_only_a_batch_of_one_kind_that_locks_in_order_skips_the_prelock(tmp_path
 
     try:
         assert asyncio.run(one_batch([3, 1, 2])) == [3, 1, 2]
-        assert prelocked == []  # the merged run locks partitions 1, 2, 3 in that order by itself
+        assert locked_first() == []  # the merged run locks partitions 1, 2, 3 in that order by itself
+        assert len(begun) == 2  # every batch began through the hook: the holder's, then the merged run's
         assert asyncio.run(one_batch([3, 1], with_unit=True)) == [3, 1, "unit"]
-        assert prelocked == [[(1, 1), (1, 3), (2, 0)]]
+        assert locked_first() == [[(1, 1), (1, 3), (2, 0)]]
         results = asyncio.run(one_batch([2, -1]))
         assert results[0] == 2 and isinstance(results[1], InvalidRequest)
-        assert prelocked[-1] == [(1, -1), (1, 2)]  # the careful rerun runs the units one by one: locks first
+        assert locked_first()[-1] == [(1, -1), (1, 2)]  # the careful rerun runs the units one by one: locks first
     finally:
         writer.close()
         database.dispose()
