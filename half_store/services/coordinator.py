@@ -66,7 +66,7 @@ from half_store.services.stamped_append import (
 from half_store.settings import Settings
 from half_store.storage import group_store, log_store, producer_store, txn_store
 from half_store.storage.log_store import AppendRequest
-from half_store.storage.txn_store import TransactionRow, TxnPartition
+from half_store.storage.txn_store import StagedCommit, TransactionRow, TxnPartition
 from half_store.storage.writer import MergeKind, NotMergeable
 
 log = logging.getLogger(__name__)
@@ -279,17 +279,20 @@ class Coordinator:
             refuse_fenced(conn, txn, epochs)
             # Only an OPEN transaction can be asked to end; from any other state this raises ALREADY_RESOLVED.
             opening[transition(txn.state, prepare_state(request.commit), f"transaction {txn.txn_id}")].append(txn)
-        committing = [t.txn_id for move, txns in opening.items() if move.target is TxnState.PREPARE_COMMIT for t in txns]
-        if committing:
-            # A zombie member's transaction must not commit offsets of a partition it lost.
-            group_fencing.check_staged(conn, txn_store.staged_commits(conn, committing))
+        committing = {t.txn_id for move, txns in opening.items() if move.target is TxnState.PREPARE_COMMIT for t in txns}
         for move, txns in opening.items():
             moved = txn_store.transition_many(conn, [t.txn_id for t in txns], move)
             if len(moved) != len(txns):
                 lost = next(t.txn_id for t in txns if t.txn_id not in moved)
                 raise AlreadyResolved(f"transaction {lost} was ended concurrently")
             prepared.extend(replace(t, state=move.target) for t in txns)
-        completed = self._complete_now(conn, prepared)
+        # Read once for phase one's check and phase two's commit, now that no transaction
+        # ending here can stage more (they are PREPARE_*, their rows locked).
+        staged = txn_store.staged_commits(conn, [t.txn_id for t in prepared]) if prepared else []
+        if committing:
+            # A zombie member's transaction must not commit offsets of a partition it lost.
+            group_fencing.check_staged(conn, [commit for commit in staged if commit.txn_id in committing])
+        completed = self._complete_now(conn, prepared, staged)
         # Where each transaction is now, without reading it again: a prepared one ends where
         # its prepare state says, whoever completed it; one left prepared stays so.
         final = {t.txn_id: t if completed is None else _finished(t) for t in prepared} | answered
@@ -336,19 +339,22 @@ class Coordinator:
 
     # -- internals ------------------------------------------------------------------------------------
 
-    def _complete_now(self, conn: Connection, prepared: list[TransactionRow]) -> dict[str, set[PartitionKey]] | None:
+    def _complete_now(
+        self, conn: Connection, prepared: list[TransactionRow], staged: list[StagedCommit] | None = None
+    ) -> dict[str, set[PartitionKey]] | None:
         """Phase two in the same database transaction as phase one, when it can be done at once.
 
         Phase two runs in a savepoint: if it fails, phase one (the PREPARE_* state) is
         still committed, and recovery completes the transaction later; None says so. For
         several transactions (a merged batch of ends) a failure fails the batch instead, so
         each is ended alone and only the one that cannot complete stays prepared.
+        ``staged``: the transactions' staged offsets, if the caller has read them already.
         """
         if not prepared:
             return {}
         try:
             with conn.begin_nested():
-                return self._complete(conn, prepared)
+                return self._complete(conn, prepared, staged)
         except Exception as error:  # left prepared on purpose; complete_prepared retries it
             if len(prepared) > 1:
                 raise NotMergeable("phase two failed for a batch of transactions") from error
@@ -360,7 +366,9 @@ class Coordinator:
         parts = await self.store.read(lambda conn: txn_store.partitions_of(conn, txn_id))
         return [(p.topic_id, p.partition) for p in parts]
 
-    def _complete(self, conn: Connection, prepared: list[TransactionRow]) -> dict[str, set[PartitionKey]]:
+    def _complete(
+        self, conn: Connection, prepared: list[TransactionRow], staged: list[StagedCommit] | None = None
+    ) -> dict[str, set[PartitionKey]]:
         """Phase two for transactions in PREPARE_*: final state, a marker on every partition
         each wrote to (one append for all), staged offsets on commit. Idempotent: a
         transaction someone else completed is skipped. Returns the partitions each marked.
@@ -396,11 +404,7 @@ class Coordinator:
                 for (txn, part, _), bases in zip(markers, offsets, strict=True)
             ],
         )
-        staged = txn_store.take_offsets(conn, ids)
-        for txn in finishing:
-            if txn.state is TxnState.PREPARE_COMMIT:
-                for group, group_offsets in staged.get(txn.txn_id, {}).items():
-                    group_store.commit_offsets(conn, group, group_offsets)
+        self._commit_staged(conn, finishing, txn_store.staged_commits(conn, ids) if staged is None else staged)
         touched: dict[str, set[PartitionKey]] = defaultdict(set)
         for txn, part, _ in markers:
             touched[txn.txn_id].add((part.topic_id, part.partition))
@@ -415,6 +419,21 @@ class Coordinator:
         for txn_id, keys in acknowledged.items():
             touched[txn_id] |= keys
         return touched
+
+    @staticmethod
+    def _commit_staged(conn: Connection, finishing: list[TransactionRow], staged: list[StagedCommit]) -> None:
+        """The finishing transactions' staged offsets: committed to their groups by those committing; forgotten."""
+        by_txn: dict[str, dict[str, list[tuple[int, int, int, str | None]]]] = defaultdict(lambda: defaultdict(list))
+        for commit in staged:
+            by_txn[commit.txn_id][commit.group].append((commit.topic_id, commit.partition, commit.offset, commit.metadata))
+        ending = [txn for txn in finishing if txn.txn_id in by_txn]
+        if not ending:
+            return
+        txn_store.forget_staged(conn, [txn.txn_id for txn in ending])
+        for txn in ending:  # in the order they end: a later commit of the same group partition wins
+            if txn.state is TxnState.PREPARE_COMMIT:
+                for group, offsets in by_txn[txn.txn_id].items():
+                    group_store.commit_offsets(conn, group, offsets)
 
     @staticmethod
     def _start_timeout_abort(conn: Connection, txn: TransactionRow) -> TransactionRow | None:

@@ -285,50 +285,36 @@ class StagedCommit:
     group: str
     topic_id: int
     partition: int
+    offset: int
+    metadata: str | None
     member_id: str | None
     member_epoch: int | None
 
 
-def staged_commits(conn: Connection, txn_ids: Sequence[str]) -> list[StagedCommit]:
-    rows = conn.execute(
-        select(
-            transaction_offsets.c.txn_id,
-            transaction_offsets.c.group_id,
-            transaction_offsets.c.topic_id,
-            transaction_offsets.c.partition,
-            transaction_offsets.c.member_id,
-            transaction_offsets.c.member_epoch,
-        ).where(transaction_offsets.c.txn_id.in_(txn_ids))
-    )
-    return [
-        StagedCommit(str(t), str(g), int(topic), int(p), m, None if e is None else int(e))
-        for t, g, topic, p, m, e in rows
-    ]
-
-
-StagedOffsets = dict[str, list[tuple[int, int, int, str | None]]]
-
-
-_STAGED_OFFSETS = select(
+_STAGED_COMMITS = select(
     transaction_offsets.c.txn_id,
     transaction_offsets.c.group_id,
     transaction_offsets.c.topic_id,
     transaction_offsets.c.partition,
     transaction_offsets.c.offset,
     transaction_offsets.c.metadata,
+    transaction_offsets.c.member_id,
+    transaction_offsets.c.member_epoch,
 ).where(transaction_offsets.c.txn_id.in_(bindparam("ids", expanding=True)))
 
 
-def take_offsets(conn: Connection, txn_ids: Sequence[str]) -> dict[str, StagedOffsets]:
-    """The group offsets staged in each transaction, by group; removes them."""
-    rows = conn.execute(_STAGED_OFFSETS, {"ids": list(txn_ids)})
-    staged: dict[str, StagedOffsets] = {}
-    for txn_id, group, topic_id, partition, offset, metadata in rows:
-        by_group = staged.setdefault(txn_id, {})
-        by_group.setdefault(group, []).append((int(topic_id), int(partition), int(offset), metadata))
-    if staged:
-        conn.execute(delete(transaction_offsets).where(transaction_offsets.c.txn_id.in_(list(staged))))
-    return staged
+def staged_commits(conn: Connection, txn_ids: Sequence[str]) -> list[StagedCommit]:
+    """The group offsets staged in the transactions, in no particular order."""
+    rows = conn.execute(_STAGED_COMMITS, {"ids": list(txn_ids)})
+    return [
+        StagedCommit(str(t), str(g), int(topic), int(p), int(o), m, member, None if e is None else int(e))
+        for t, g, topic, p, o, m, member, e in rows
+    ]
+
+
+def forget_staged(conn: Connection, txn_ids: Sequence[str]) -> None:
+    """Remove the offsets staged in the transactions (committed to their groups, or aborted)."""
+    conn.execute(delete(transaction_offsets).where(transaction_offsets.c.txn_id.in_(list(txn_ids))))
 
 
 def purge_finished(conn: Connection, ended_before: int, limit: int) -> int:
