@@ -438,7 +438,7 @@ class HalfMessageService:
         if not halves:
             return {}
         half_topic = self.store.topic_sync(conn, HALF_TOPIC)
-        bodies = log_reads.read_offsets(conn, half_topic, 0, [half.half_offset for half in halves])
+        bodies = log_reads.read_offsets(conn, half_topic, 0, [half.half_offset for half in halves], in_rows_of_their_own=True)
         for half in halves:
             if half.half_offset not in bodies:
                 raise InternalError(f"half message {half.message_id} is indexed but missing from {HALF_TOPIC}")

@@ -103,23 +103,45 @@ _BATCHES_IN_RANGE = select(messages.c.offset, messages.c.record_count).where(
 
 
 def read_offsets(
-    conn: Connection, topic: Topic, partition: int, offsets: Sequence[int]
+    conn: Connection, topic: Topic, partition: int, offsets: Sequence[int], *, in_rows_of_their_own: bool = False
 ) -> dict[int, tuple[StoredMessage, str | None]]:
     """The messages at ``offsets`` with their system properties, by offset (missing ones left out).
 
-    An offset inside a record batch is found through the batch's base offset.
+    An offset inside a record batch is found through the batch's base offset: a read of
+    the batches in the offsets' range comes first. ``in_rows_of_their_own``: the caller
+    expects a row per offset (the half topic's messages are appended one per row), so the
+    rows are read at once, one round trip instead of two, and batches are looked for
+    only for the offsets not found that way.
     """
-    if not offsets:
-        return {}
     wanted = set(offsets)
-    where = {"t_id": topic.topic_id, "p_id": partition}
-    batches = conn.execute(_BATCHES_IN_RANGE, {**where, "start": min(wanted), "last": max(wanted)})
-    bases = {int(base) for base, count in batches if any(base <= o < base + count for o in wanted)}
-    looked_up = sorted(wanted | bases)
     found: dict[int, tuple[StoredMessage, str | None]] = {}
-    for offset, ts, key, value, kind, headers, properties in conn.execute(
-        _READ_AT_OFFSETS, {**where, "offsets": looked_up, "lowest": looked_up[0], "highest": looked_up[-1]}
-    ):
+    if wanted and in_rows_of_their_own:
+        _read_at(conn, topic, partition, wanted, wanted, found)
+        wanted -= found.keys()
+    if not wanted:
+        return found
+    batches = conn.execute(
+        _BATCHES_IN_RANGE, {"t_id": topic.topic_id, "p_id": partition, "start": min(wanted), "last": max(wanted)}
+    )
+    bases = {int(base) for base, count in batches if any(base <= o < base + count for o in wanted)}
+    _read_at(conn, topic, partition, wanted, wanted | bases, found)
+    return found
+
+
+def _read_at(
+    conn: Connection,
+    topic: Topic,
+    partition: int,
+    wanted: set[int],
+    rows_at: set[int],
+    found: dict[int, tuple[StoredMessage, str | None]],
+) -> None:
+    """Read the rows at ``rows_at`` into ``found``: the wanted offsets among their messages."""
+    looked_up = sorted(rows_at)
+    parameters = {
+        "t_id": topic.topic_id, "p_id": partition, "offsets": looked_up, "lowest": looked_up[0], "highest": looked_up[-1]
+    }
+    for offset, ts, key, value, kind, headers, properties in conn.execute(_READ_AT_OFFSETS, parameters):
         if kind != VALUE_BATCH:
             if offset in wanted:
                 message = StoredMessage(topic.name, partition, int(offset), int(ts), key, bytes(value), int(kind), headers)
@@ -130,7 +152,6 @@ def read_offsets(
                 key, value, kind, headers, ts, properties = record
                 message = StoredMessage(topic.name, partition, int(offset) + index, ts, key, value, kind, headers)
                 found[int(offset) + index] = (message, properties)
-    return found
 
 
 # Built once: a read_committed fetch over transactional data asks this for every page.

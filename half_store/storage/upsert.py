@@ -42,8 +42,7 @@ def insert_many(
         return
     columns = tuple(rows[0])
     if conn.dialect.name == "postgresql":
-        arrays = {f"v{i}": [row[column] for row in rows] for i, column in enumerate(columns)}
-        conn.execute(_insert_from_arrays(table, columns, ignoring_existing), arrays)
+        conn.execute(insert_from_arrays(table, columns, ignoring_existing), arrays_of(rows))
         return
     statement = dialect_insert(conn, table)
     if ignoring_existing:
@@ -51,8 +50,14 @@ def insert_many(
     conn.execute(statement, list(rows))
 
 
+def arrays_of(rows: Sequence[Mapping[str, object]]) -> dict[str, list[object]]:
+    """The parameters of :func:`insert_from_arrays` for ``rows``: each column's values as one array."""
+    return {f"v{i}": [row[column] for row in rows] for i, column in enumerate(rows[0])}
+
+
 @functools.cache
-def _insert_from_arrays(table: Table, columns: tuple[str, ...], ignoring_existing: tuple[str, ...]) -> TextClause:
+def insert_from_arrays(table: Table, columns: tuple[str, ...], ignoring_existing: tuple[str, ...] = ()) -> TextClause:
+    """PostgreSQL's INSERT of :func:`insert_many`, whose parameters :func:`arrays_of` gives."""
     arrays = ", ".join(f"CAST(:v{i} AS {array_type(table, column)})" for i, column in enumerate(columns))
     names = quoted_columns(columns)
     conflict = f" ON CONFLICT ({quoted_columns(ignoring_existing)}) DO NOTHING" if ignoring_existing else ""

@@ -11,6 +11,7 @@ from typing import Any
 import httpx
 import pytest
 from fastapi.testclient import TestClient
+from sqlalchemy import Connection, select
 
 from app.api.half_routes import HalfDetail
 from app.broker import Broker
@@ -19,6 +20,7 @@ from checker.back_check import BackChecker, RoundReport
 from checker.retention import Retention
 from half_store.domain.constants import CHECK_MAX_TOPIC, HALF_TOPIC, OP_HALF_TOPIC
 from half_store.storage import half_message_store as half_index
+from half_store.storage.schema import half_messages
 from tests.integration.conftest import create_topic, error_code, make_settings, read_all
 from tests.support.callback_server import CallbackServer
 
@@ -197,8 +199,16 @@ def test_resolved_and_young_messages_are_never_checked(database_url: str) -> Non
         for _ in range(3):
             check_round(client)
         assert listener.checked_ids() == []  # no check storm on resolved messages (RocketMQ #1517, #8003)
+        broker: Broker = client.app.state.broker  # type: ignore[attr-defined]
+        # Out of the check index too, so the checker's scan of due messages never walks over it.
+        assert broker.store.read_sync(lambda conn: _next_check_at(conn, resolved)) is None
         described = client.get(f"/v1/half-messages/{immune}").json()
         assert (described["state"], described["check_times"]) == ("PREPARED", 0)  # immunity spends no checks (#8311)
+
+
+def _next_check_at(conn: Connection, message_id: str) -> int | None:
+    found = conn.execute(select(half_messages.c.next_check_at).where(half_messages.c.message_id == message_id))
+    return found.scalar_one()  # type: ignore[no-any-return]
 
 
 def test_unanswered_checks_count_and_end_in_discard(orders: TestClient) -> None:

@@ -156,3 +156,25 @@ def test_a_batch_whose_sequence_numbers_pass_the_32_bit_range_is_refused_not_wra
         log_store.append(conn, topic, 0, [record] * 2, ProducerStamp(8, 0, 2**31 - 1))
     with database.reader.connect() as conn:
         assert [m.offset for m in log_reads.read_range(conn, topic, 0, 0, 10, 10)] == [0]
+
+
+@pytest.mark.parametrize("in_rows_of_their_own", [False, True], ids=["batches-first", "rows-first"])
+def test_messages_read_at_offsets_whether_alone_in_their_rows_or_inside_batches(
+    database: Database, in_rows_of_their_own: bool
+) -> None:
+    def records(*values: int) -> list[Record]:
+        return [Record(None, str(v).encode(), VALUE_JSON, None, v, properties=f"p{v}") for v in values]
+
+    with database.writer.begin() as conn:
+        topic = log_store.create_topic(conn, "t", 1)
+        log_store.append(conn, topic, 0, records(0, 1))  # a row each: offsets 0 and 1
+        log_store.append(conn, topic, 0, records(2, 3, 4), as_batch=True)  # one row: offsets 2..4
+        log_store.append(conn, topic, 0, records(5))
+    with database.reader.connect() as conn:
+        found = log_reads.read_offsets(conn, topic, 0, [1, 3, 2, 5, 9], in_rows_of_their_own=in_rows_of_their_own)
+    assert {offset: (message.offset, message.value, properties) for offset, (message, properties) in found.items()} == {
+        1: (1, b"1", "p1"),
+        2: (2, b"2", "p2"),
+        3: (3, b"3", "p3"),
+        5: (5, b"5", "p5"),
+    }
