@@ -64,15 +64,23 @@ def append_stamped_many(conn: Connection, appends: list[StampedAppend]) -> list[
     Every check raises the error a lone request would get; the writer then runs the
     batch's requests one by one, so only the bad one fails.
     """
-    appends, checked = _into_producer_transactions(conn, appends)
-    txn_ids = {a.stamp.txn_id for a in appends if a.stamp.txn_id is not None}
-    open_txns = txn_store.lock_open(conn, list(txn_ids)) if txn_ids else {}
+    appends, checked, open_txns = _into_producer_transactions(conn, appends)
+    unlocked = {a.stamp.txn_id for a in appends if a.stamp.txn_id is not None} - open_txns.keys()
+    epochs: dict[int, int] = {}  # the current epochs of the producers of the transactions locked here
+    if unlocked:
+        locked, epochs = txn_store.lock_open_with_epochs(conn, list(unlocked))
+        open_txns = open_txns | locked
+    read_with_lock: set[tuple[int, int]] = set()
     for append in appends:
-        txn_id, producer_id = append.stamp.txn_id, append.stamp.producer_id
+        txn_id, producer_id, epoch = append.stamp.txn_id, append.stamp.producer_id, append.stamp.producer_epoch
         if txn_id is not None:
             txn = open_txns.get(txn_id) or explain_not_open(conn, txn_id)
             if producer_id is not None and producer_id != txn.producer_id:
                 raise InvalidRequest(f"transaction {txn_id} does not belong to producer {producer_id}")
+            if producer_id in epochs and epoch is not None:
+                read_with_lock.add((producer_id, epoch))
+    producer_store.refuse_stale_epochs(epochs, sorted(read_with_lock - checked))
+    checked |= read_with_lock
     results = [
         None if retried is None else replace(retried, txn_id=append.stamp.txn_id)
         for append, retried in zip(appends, _retried_batches(conn, appends, checked), strict=True)
@@ -103,7 +111,8 @@ def lock_producers(
 ) -> tuple[dict[int, int | None], dict[int, list[TransactionRow]]]:
     """Before a begin: lock the producers' rows, refuse fenced ``(producer id, epoch)``.
 
-    Returns the producers' transaction timeouts and their unfinished transactions.
+    Returns the producers' transaction timeouts and their unfinished transactions, whose
+    rows are locked too (after the producers', as every writer takes them).
     The epochs checked come back from the statement that locks the rows, so a concurrent
     InitProducerId (epoch bump) or begin waits for this one and the checks see a settled epoch.
     """
@@ -111,17 +120,18 @@ def lock_producers(
     touched = producer_store.touch_many(conn, producer_ids)
     producer_store.refuse_stale_epochs({producer_id: t.epoch for producer_id, t in touched.items()}, stamps)
     timeouts = {producer_id: t.transaction_timeout_ms for producer_id, t in touched.items()}
-    return timeouts, txn_store.unfinished_of_producers(conn, producer_ids)
+    return timeouts, txn_store.unfinished_of_producers(conn, producer_ids, locking=True)
 
 
 def _into_producer_transactions(
     conn: Connection, appends: list[StampedAppend]
-) -> tuple[list[StampedAppend], set[tuple[int, int]]]:
+) -> tuple[list[StampedAppend], set[tuple[int, int]], dict[str, TransactionRow]]:
     """Give each transactional batch without a transaction id its producer's open transaction.
 
     The producers are locked and checked as for an explicit begin (:func:`lock_producers`);
-    the ``(producer id, epoch)`` pairs checked here are returned with the batches.
-    A transaction still ending (PREPARE_*) cannot take
+    the ``(producer id, epoch)`` pairs checked here are returned with the batches, and
+    the transactions they go into, locked and open, as :func:`txn_store.lock_open` would
+    return them. A transaction still ending (PREPARE_*) cannot take
     writes: 409 CONCURRENT_TRANSACTIONS, which the producer retries, as in Kafka.
     """
     epochs: dict[int, int] = {}  # producer id -> epoch, for the producers of batches that begin or join
@@ -137,16 +147,20 @@ def _into_producer_transactions(
         stamped.append((producer_id, epoch))
         fallback_timeouts.setdefault(producer_id, append.begin_timeout_ms)
     if not epochs:
-        return appends, set()
+        return appends, set(), {}
     timeouts, unfinished = lock_producers(conn, stamped)
     chosen: dict[int, str] = {}
     begun: list[TransactionRow] = []
+    open_txns: dict[str, TransactionRow] = {}
+    now = now_ms()
     for producer_id, epoch in epochs.items():
         current = unfinished.get(producer_id)
         if current and current[0].state is not TxnState.OPEN:
             raise ConcurrentTransactions(f"transaction {current[0].txn_id} of producer {producer_id} is still ending; retry")
         if current:
             chosen[producer_id] = current[0].txn_id
+            if current[0].expires_at > now:  # one past its timeout is refused as lock_open refuses it
+                open_txns[current[0].txn_id] = current[0]
             continue
         timeout = timeouts.get(producer_id) or fallback_timeouts[producer_id]
         if timeout is None:
@@ -154,13 +168,14 @@ def _into_producer_transactions(
         begun.append(new_transaction(producer_id, epoch, timeout))
         chosen[producer_id] = begun[-1].txn_id
     txn_store.insert_transactions(conn, begun)
+    open_txns.update((txn.txn_id, txn) for txn in begun)
     joined = [
         replace(a, stamp=replace(a.stamp, txn_id=chosen[a.stamp.producer_id]))
         if a.stamp.txn_id is None and a.stamp.producer_id in chosen and a.stamp.transactional
         else a
         for a in appends
     ]
-    return joined, set(stamped)
+    return joined, set(stamped), open_txns
 
 
 def _retried_batches(

@@ -111,12 +111,27 @@ _LOCK_OPEN = (
     .values(updated_at=bindparam("now"))
     .returning(*_COLUMNS)
 )
+# The same, answering with each transaction's producer's epoch now, as a read of it would.
+_LOCK_OPEN_WITH_EPOCHS = _LOCK_OPEN.returning(
+    select(producers.c.epoch).where(producers.c.producer_id == transactions.c.producer_id).scalar_subquery()
+)
 
 
 def lock_open(conn: Connection, txn_ids: Sequence[str]) -> dict[str, TransactionRow]:
     """Lock the OPEN, unexpired ones of ``txn_ids`` for this database transaction; the others are left out."""
     rows = conn.execute(_LOCK_OPEN, {"ids": list(txn_ids), "now": now_ms()})
     return {locked.txn_id: locked for locked in map(_row, rows)}
+
+
+def lock_open_with_epochs(conn: Connection, txn_ids: Sequence[str]) -> tuple[dict[str, TransactionRow], dict[int, int]]:
+    """:func:`lock_open`, and the current epochs of the locked transactions' producers, by producer id.
+
+    A write into a transaction checks its producer's epoch: read with the lock, one round trip less.
+    """
+    rows = conn.execute(_LOCK_OPEN_WITH_EPOCHS, {"ids": list(txn_ids), "now": now_ms()}).all()
+    locked = {txn.txn_id: txn for txn in (_row(row[:-1]) for row in rows)}
+    epochs = {int(row[1]): int(row[-1]) for row in rows if row[1] is not None and row[-1] is not None}
+    return locked, epochs
 
 
 def transition(conn: Connection, txn_id: str, move: TxnTransition, *, timed_out: bool = False) -> bool:
@@ -156,11 +171,17 @@ _UNFINISHED_OF_PRODUCERS = select(*_COLUMNS).where(
     transactions.c.producer_id.in_(bindparam("ids", expanding=True)),
     transactions.c.state.in_([s.value for s in UNFINISHED_STATES]),
 )
+_UNFINISHED_OF_PRODUCERS_LOCKED = _UNFINISHED_OF_PRODUCERS.with_for_update()
 
 
-def unfinished_of_producers(conn: Connection, producer_ids: Sequence[int]) -> dict[int, list[TransactionRow]]:
-    """Each producer's transactions that are not final yet (at most one, unless something went wrong)."""
-    rows = conn.execute(_UNFINISHED_OF_PRODUCERS, {"ids": list(producer_ids)})
+def unfinished_of_producers(
+    conn: Connection, producer_ids: Sequence[int], *, locking: bool = False
+) -> dict[int, list[TransactionRow]]:
+    """Each producer's transactions that are not final yet (at most one, unless something went wrong).
+
+    ``locking``: the rows stay locked for this database transaction, as :func:`lock_open` locks them.
+    """
+    rows = conn.execute(_UNFINISHED_OF_PRODUCERS_LOCKED if locking else _UNFINISHED_OF_PRODUCERS, {"ids": list(producer_ids)})
     found: dict[int, list[TransactionRow]] = {}
     for txn in map(_row, rows):
         assert txn.producer_id is not None

@@ -136,6 +136,8 @@ def test_a_new_epoch_fences_the_old_producer_and_aborts_its_transaction(topics: 
     ):
         assert (response.status_code, error_code(response)) == (409, "PRODUCER_FENCED"), response.text
     fresh = begin(topics, **new)
+    into_fresh = send(topics, "a", 0, fresh, "zombie", base_sequence=1, **old)  # the new epoch's open transaction
+    assert (into_fresh.status_code, error_code(into_fresh)) == (409, "PRODUCER_FENCED"), into_fresh.text
     send(topics, "a", 0, fresh, "fresh", base_sequence=0, **new)
     topics.post(f"/v1/transactions/{fresh}/commit")
     assert [m["value"] for m in read_all(topics, "a", 0)] == ["fresh"]
@@ -338,6 +340,19 @@ def test_a_transactional_produce_begins_its_producers_transaction_and_the_next_o
     assert after["txn_id"] != txn  # the committed one is over: this write began the next
     assert topics.post(f"/v1/transactions/{after['txn_id']}/abort").json()["state"] == "ABORTED"
     assert values(topics, "a", 0) == ["x"]
+
+
+def test_a_transactional_produce_into_a_transaction_past_its_timeout_is_refused_before_the_timeout_job(
+    topics: TestClient,
+) -> None:
+    producer = topics.post("/v1/producers", json={"transactional_id": "slow", "transaction_timeout_ms": 150}).json()
+    txn = transactional(topics, "a", 0, "x", 0, producer).json()["txn_id"]
+    time.sleep(0.25)
+    late = transactional(topics, "a", 0, "y", 1, producer)
+    assert (late.status_code, error_code(late)) == (409, "INVALID_TXN_STATE"), late.text
+    assert "passed its timeout" in late.json()["error"]["message"]
+    assert topics.get(f"/v1/transactions/{txn}").json()["partitions"] == [{"topic": "a", "partition": 0}]
+    assert lso(topics, "a", 0) == (0, 1)  # the late write was not appended
 
 
 def test_transactional_produces_of_one_producer_in_one_group_commit_begin_one_transaction(topics: TestClient) -> None:
