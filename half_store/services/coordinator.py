@@ -256,8 +256,7 @@ class Coordinator:
         """
         if len({r.txn_id for r in requests}) != len(requests):
             raise NotMergeable("one transaction ended twice in a batch")
-        found = txn_store.get_many(conn, [r.txn_id for r in requests])
-        epochs = producer_store.current_epochs(conn, [t.producer_id for t in found.values() if t.producer_id is not None])
+        found, epochs = txn_store.get_many_with_epochs(conn, [r.txn_id for r in requests])
         now = now_ms()
         prepared: list[TransactionRow] = []
         opening: dict[TxnTransition, list[TransactionRow]] = defaultdict(list)

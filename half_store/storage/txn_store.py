@@ -94,11 +94,19 @@ def get(conn: Connection, txn_id: str) -> TransactionRow | None:
 # constructing one and its cache key on every call was the writer's own CPU, once per
 # statement of every group commit.
 _BY_IDS = select(*_COLUMNS).where(transactions.c.txn_id.in_(bindparam("ids", expanding=True)))
+# A transaction's producer's epoch now: what a check for fencing compares the transaction's with.
+_PRODUCER_EPOCH = select(producers.c.epoch).where(producers.c.producer_id == transactions.c.producer_id).scalar_subquery()
+_BY_IDS_WITH_EPOCHS = _BY_IDS.add_columns(_PRODUCER_EPOCH)
 
 
 def get_many(conn: Connection, txn_ids: Sequence[str]) -> dict[str, TransactionRow]:
     rows = conn.execute(_BY_IDS, {"ids": list(txn_ids)})
     return {found.txn_id: found for found in map(_row, rows)}
+
+
+def get_many_with_epochs(conn: Connection, txn_ids: Sequence[str]) -> tuple[dict[str, TransactionRow], dict[int, int]]:
+    """:func:`get_many`, and the current epochs of the transactions' producers, by producer id, in one read."""
+    return _with_epochs(conn.execute(_BY_IDS_WITH_EPOCHS, {"ids": list(txn_ids)}).all())
 
 
 _LOCK_OPEN = (
@@ -112,9 +120,7 @@ _LOCK_OPEN = (
     .returning(*_COLUMNS)
 )
 # The same, answering with each transaction's producer's epoch now, as a read of it would.
-_LOCK_OPEN_WITH_EPOCHS = _LOCK_OPEN.returning(
-    select(producers.c.epoch).where(producers.c.producer_id == transactions.c.producer_id).scalar_subquery()
-)
+_LOCK_OPEN_WITH_EPOCHS = _LOCK_OPEN.returning(_PRODUCER_EPOCH)
 
 
 def lock_open(conn: Connection, txn_ids: Sequence[str]) -> dict[str, TransactionRow]:
@@ -128,10 +134,18 @@ def lock_open_with_epochs(conn: Connection, txn_ids: Sequence[str]) -> tuple[dic
 
     A write into a transaction checks its producer's epoch: read with the lock, one round trip less.
     """
-    rows = conn.execute(_LOCK_OPEN_WITH_EPOCHS, {"ids": list(txn_ids), "now": now_ms()}).all()
-    locked = {txn.txn_id: txn for txn in (_row(row[:-1]) for row in rows)}
-    epochs = {int(row[1]): int(row[-1]) for row in rows if row[1] is not None and row[-1] is not None}
-    return locked, epochs
+    return _with_epochs(conn.execute(_LOCK_OPEN_WITH_EPOCHS, {"ids": list(txn_ids), "now": now_ms()}).all())
+
+
+def _with_epochs(rows: Sequence[Sequence[object]]) -> tuple[dict[str, TransactionRow], dict[int, int]]:
+    """Rows of _COLUMNS and then _PRODUCER_EPOCH: the transactions by id, their producers' epochs by producer id."""
+    found: dict[str, TransactionRow] = {}
+    epochs: dict[int, int] = {}
+    for row in rows:
+        txn = found[str(row[0])] = _row(row[:-1])
+        if txn.producer_id is not None and row[-1] is not None:
+            epochs[txn.producer_id] = int(row[-1])  # type: ignore[call-overload]
+    return found, epochs
 
 
 def transition(conn: Connection, txn_id: str, move: TxnTransition, *, timed_out: bool = False) -> bool:
