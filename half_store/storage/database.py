@@ -54,6 +54,10 @@ PING_AFTER_IDLE_SECONDS = 1.0
 _RETURNED_AT = "halfmq_returned_at"
 
 
+# PostgreSQL: the isolation level of every write transaction (log_store.begin_locking opens the writer's own).
+WRITER_ISOLATION = "READ COMMITTED"
+
+
 def open_database(url: str, *, sqlite_synchronous: str = "FULL") -> Database:
     """Open engines for ``url``; raises ``ArgumentError`` for a malformed URL."""
     parsed = make_url(url)
@@ -67,7 +71,7 @@ def open_database(url: str, *, sqlite_synchronous: str = "FULL") -> Database:
         )
         return Database(writer=writer, reader=reader)
     # One writer thread per process (see writer.py) plus start-up work needs few connections.
-    writer = create_engine(url, pool_size=2, max_overflow=2, isolation_level="READ COMMITTED")
+    writer = create_engine(url, pool_size=2, max_overflow=2, isolation_level=WRITER_ISOLATION)
     # Reads are single statements or tolerate READ COMMITTED between statements; autocommit
     # spares a ROLLBACK round trip every time a connection goes back to the pool.
     reader = create_engine(

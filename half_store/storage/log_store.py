@@ -27,6 +27,7 @@ from half_store.domain.records import (
 )
 from half_store.storage import record_batch
 from half_store.storage.bulk import Row, insert_rows
+from half_store.storage.database import WRITER_ISOLATION
 from half_store.storage.schema import (
     deleted_topics,
     messages,
@@ -152,7 +153,7 @@ def begin_locking(conn: Connection, keys: list[tuple[int, int]]) -> None:
     are locked as the sort emits them, in (topic id, partition) order, so writers never
     wait on each other in a cycle.
     """
-    statement = "BEGIN ISOLATION LEVEL READ COMMITTED"
+    statement = f"BEGIN ISOLATION LEVEL {WRITER_ISOLATION}"
     if keys:
         topic_ids = ",".join(str(int(topic_id)) for topic_id, _ in keys)
         partition_numbers = ",".join(str(int(partition)) for _, partition in keys)
