@@ -70,20 +70,15 @@ def append_stamped_many(conn: Connection, appends: list[StampedAppend]) -> list[
     if unlocked:
         locked, epochs = txn_store.lock_open_with_epochs(conn, list(unlocked))
         open_txns = open_txns | locked
-    read_with_lock: set[tuple[int, int]] = set()
     for append in appends:
-        txn_id, producer_id, epoch = append.stamp.txn_id, append.stamp.producer_id, append.stamp.producer_epoch
+        txn_id, producer_id = append.stamp.txn_id, append.stamp.producer_id
         if txn_id is not None:
             txn = open_txns.get(txn_id) or explain_not_open(conn, txn_id)
             if producer_id is not None and producer_id != txn.producer_id:
                 raise InvalidRequest(f"transaction {txn_id} does not belong to producer {producer_id}")
-            if producer_id in epochs and epoch is not None:
-                read_with_lock.add((producer_id, epoch))
-    producer_store.refuse_stale_epochs(epochs, sorted(read_with_lock - checked))
-    checked |= read_with_lock
     results = [
         None if retried is None else replace(retried, txn_id=append.stamp.txn_id)
-        for append, retried in zip(appends, _retried_batches(conn, appends, checked), strict=True)
+        for append, retried in zip(appends, _retried_batches(conn, appends, checked, epochs), strict=True)
     ]
     fresh = [index for index, result in enumerate(results) if result is None]
     requests = [
@@ -179,12 +174,14 @@ def _into_producer_transactions(
 
 
 def _retried_batches(
-    conn: Connection, appends: list[StampedAppend], checked: set[tuple[int, int]]
+    conn: Connection, appends: list[StampedAppend], checked: set[tuple[int, int]], current_epochs: Mapping[int, int]
 ) -> list[AppendResult | None]:
     """Kafka's idempotence checks for every batch: the original offsets of a retry, else None.
 
     Epochs in ``checked`` were already checked in this database transaction, under the
-    producer's lock, and are not read again.
+    producer's lock, and are not read again. ``current_epochs``: producers' epochs read
+    already in this database transaction (with the lock of a transaction of theirs);
+    only the other producers' are read.
     """
     epochs: list[tuple[int, int]] = []
     claims: dict[int, SequenceClaim] = {}
@@ -200,7 +197,8 @@ def _retried_batches(
             claims[index] = SequenceClaim(producer_id, epoch, append.topic, append.partition, base_sequence, len(append.records))
     retried: list[AppendResult | None] = [None] * len(appends)
     if epochs:
-        producer_store.check_epochs(conn, epochs)
+        producer_store.refuse_stale_epochs(current_epochs, [stamp for stamp in epochs if stamp[0] in current_epochs])
+        producer_store.check_epochs(conn, [stamp for stamp in epochs if stamp[0] not in current_epochs])
     for index, original in zip(claims, producer_store.claim_sequences(conn, list(claims.values())), strict=True):
         retried[index] = original
     return retried
