@@ -32,7 +32,7 @@ from half_store.metrics import (
 )
 from half_store.settings import Settings
 from half_store.storage import half_message_store as half_index
-from half_store.storage import log_store, producer_store, retention_store, topic_store, txn_store
+from half_store.storage import listener_store, log_store, producer_store, retention_store, topic_store, txn_store
 from half_store.storage.retention_store import PartitionRetained
 from half_store.storage.store import Store
 
@@ -72,7 +72,7 @@ class Retention:
         cutoff = now - int(self.settings.resolved_retention_seconds * 1000)
         purged = half_index.purge_resolved(conn, cutoff, BATCH)
         truncated = self._truncate_system_logs(conn)
-        listeners = half_index.delete_expired_listeners(conn, now)
+        listeners = listener_store.delete_expired_listeners(conn, now)
         producers = producer_store.expire_transactional_ids(conn, now - self.settings.transactional_id_expiration_ms)
         transactions = txn_store.purge_finished(conn, cutoff, BATCH)
         return RetentionReport(purged, truncated, listeners, producers, transactions)

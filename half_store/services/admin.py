@@ -25,7 +25,7 @@ from half_store.domain.txn_state import TxnState
 from half_store.metrics import ADMIN_ACTIONS
 from half_store.services.log_service import LogService
 from half_store.settings import Settings
-from half_store.storage import half_message_store, lease_store, log_store, topic_store, txn_store
+from half_store.storage import half_message_store, lease_store, listener_store, log_store, topic_store, txn_store
 
 
 class AdminService:
@@ -140,7 +140,7 @@ class AdminService:
             lease = lease_store.holder_of(conn, CHECKER_LEASE)
             rounds = lease_store.last_rounds(conn)
             prepared = half_message_store.prepared_by_group(conn)
-            listeners = half_message_store.live_listener_counts(conn, now)
+            listeners = listener_store.live_listener_counts(conn, now)
             groups = [
                 ProducerGroupStatus(
                     group,

@@ -59,7 +59,7 @@ from half_store.metrics import ADMIN_ACTIONS, HALF_MESSAGES
 from half_store.services.callback_guard import CallbackGuard
 from half_store.services.log_service import LogService
 from half_store.storage import half_message_store as store
-from half_store.storage import log_reads, log_store
+from half_store.storage import listener_store, log_reads, log_store
 from half_store.storage.half_message_store import ResolutionConflict
 from half_store.storage.log_store import AppendRequest
 from half_store.storage.writer import MergeKind
@@ -283,14 +283,14 @@ class HalfMessageService:
     async def register_listener(self, listener: Listener) -> None:
         if listener.callback_url is not None and self.callback_guard is not None:
             await self.callback_guard.check_url(listener.callback_url)  # 422 CALLBACK_NOT_ALLOWED
-        await self.store.write(lambda conn: store.put_listener(conn, listener))
+        await self.store.write(lambda conn: listener_store.put_listener(conn, listener))
 
     async def remove_listener(self, producer_group: str, instance_id: str) -> None:
-        if not await self.store.write(lambda conn: store.delete_listener(conn, producer_group, instance_id)):
+        if not await self.store.write(lambda conn: listener_store.delete_listener(conn, producer_group, instance_id)):
             raise ListenerNotFound(f"no listener {instance_id!r} in producer group {producer_group!r}")
 
     async def live_listeners(self, producer_groups: list[str]) -> list[Listener]:
-        return await self.store.read(lambda conn: store.live_listeners(conn, now_ms(), producer_groups))
+        return await self.store.read(lambda conn: listener_store.live_listeners(conn, now_ms(), producer_groups))
 
     # -- checker side ------------------------------------------------------------------------------
 

@@ -1,4 +1,4 @@
-"""SQL for the half-message index, its resolutions (the op-log index) and producer listeners."""
+"""SQL for the half-message index, its resolutions (the op-log index) and its check history (listeners: listener_store)."""
 
 from __future__ import annotations
 
@@ -6,18 +6,17 @@ import functools
 from collections.abc import Sequence
 from dataclasses import dataclass
 
-from sqlalchemy import Connection, TextClause, and_, bindparam, delete, func, literal, select, text, update
+from sqlalchemy import Connection, TextClause, bindparam, delete, func, literal, select, text, update
 from sqlalchemy.exc import IntegrityError
 
 from half_store.domain.constants import CHECK_HISTORY_KEPT, POLLER_PREFIX
-from half_store.domain.half_records import CheckAnswer, CheckRecord, CheckSent, HalfMessage, Listener, Resolution
+from half_store.domain.half_records import CheckAnswer, CheckRecord, CheckSent, HalfMessage, Resolution
 from half_store.domain.half_state import HalfState, HalfTransition
 from half_store.domain.records import Topic, now_ms
 from half_store.storage.schema import (
     half_checks,
     half_messages,
     half_resolutions,
-    producer_listeners,
     topics,
 )
 from half_store.storage.upsert import arrays_of, insert_from_arrays, insert_many, upsert
@@ -374,61 +373,6 @@ def count_indexed(conn: Connection) -> tuple[int, int]:
     return int(halves), int(resolutions)
 
 
-# -- listeners ----------------------------------------------------------------------------------
-
-
-def put_listener(conn: Connection, listener: Listener) -> None:
-    upsert(
-        conn,
-        producer_listeners,
-        [
-            {
-                "producer_group": listener.producer_group,
-                "instance_id": listener.instance_id,
-                "callback_url": listener.callback_url,
-                "secret": listener.secret,
-                "ttl_seconds": listener.ttl_seconds,
-                "heartbeat_at": listener.heartbeat_at,
-            }
-        ],
-        keys=("producer_group", "instance_id"),
-    )
-
-
-def delete_listener(conn: Connection, producer_group: str, instance_id: str) -> bool:
-    return bool(
-        conn.execute(
-            delete(producer_listeners).where(
-                producer_listeners.c.producer_group == producer_group, producer_listeners.c.instance_id == instance_id
-            )
-        ).rowcount
-    )
-
-
-def live_listeners(conn: Connection, now: int, producer_groups: Sequence[str] | None = None) -> list[Listener]:
-    """Listeners whose last heartbeat is within their ttl."""
-    query = select(
-        producer_listeners.c.producer_group,
-        producer_listeners.c.instance_id,
-        producer_listeners.c.callback_url,
-        producer_listeners.c.secret,
-        producer_listeners.c.ttl_seconds,
-        producer_listeners.c.heartbeat_at,
-    ).where(and_(producer_listeners.c.heartbeat_at + producer_listeners.c.ttl_seconds * 1000 >= now))
-    if producer_groups is not None:
-        query = query.where(producer_listeners.c.producer_group.in_(list(producer_groups)))
-    return [Listener(g, i, u, s, int(t), int(h)) for g, i, u, s, t, h in conn.execute(query)]
-
-
-def delete_expired_listeners(conn: Connection, now: int) -> int:
-    return int(
-        conn.execute(
-            delete(producer_listeners).where(producer_listeners.c.heartbeat_at + producer_listeners.c.ttl_seconds * 1000 < now)
-        ).rowcount
-        or 0
-    )
-
-
 # -- checker status --------------------------------------------------------------------------------
 
 
@@ -443,12 +387,3 @@ def prepared_by_group(conn: Connection) -> dict[str, tuple[int, int]]:
         .group_by(half_messages.c.producer_group)
     )
     return {str(group): (int(count), int(oldest)) for group, count, oldest in rows}
-
-
-def live_listener_counts(conn: Connection, now: int) -> dict[str, int]:
-    rows = conn.execute(
-        select(producer_listeners.c.producer_group, func.count())
-        .where(producer_listeners.c.heartbeat_at + producer_listeners.c.ttl_seconds * 1000 >= now)
-        .group_by(producer_listeners.c.producer_group)
-    )
-    return {str(group): int(count) for group, count in rows}
