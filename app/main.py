@@ -23,13 +23,14 @@ from app.api import (
     share_routes,
     txn_routes,
 )
-from app.api.access_cache import AccessCache
-from app.api.authorize import Authority, ListingFilterMiddleware, authorize
+from app.api.authorize import ListingFilterMiddleware, authorize
 from app.api.direct_routes import DirectRoutes
 from app.api.encoding import MessageLimits
 from app.api.errors import install_error_handlers
 from app.api.middleware import AccessLogMiddleware, BodyLimitMiddleware, MetricsMiddleware, enable_access_log
 from app.api.rights import rights_of
+from app.auth.authority import Authority
+from app.auth.cache import AccessCache
 from app.memory import MemoryTrimmer, tune_garbage_collector
 from app.metrics import FRONT_MEMORY_RELEASED
 from half_store.settings import Settings

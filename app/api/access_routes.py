@@ -13,11 +13,12 @@ from fastapi import APIRouter, Path, Query, Request
 from pydantic import BaseModel, Field
 from starlette.responses import Response
 
-from app.api.authorize import Authority, audit_event, principal_of
+from app.api.authorize import principal_of
 from app.api.encoding import JsonResponse
 from app.api.log_routes import ERRORS, broker_of
 from app.api.models import Strict
 from app.api.rights import ALTER, DESCRIBE, cluster, rights
+from app.auth.authority import Authority, audit_event
 from app.metrics import AUTH_CHANGES
 from half_store.domain.access import (
     PRINCIPAL_NAME_PATTERN,

@@ -2,7 +2,7 @@
 
 :func:`authorize` runs before every route (it is an app-wide dependency, so a router
 added later gets it too). It reads the route's declaration (``app/api/rights.py``),
-checks the bearer token against the front's cache (``app/api/access_cache.py``) and
+checks the bearer token with the front's authority (``app/auth/``) and
 every right the declaration names. A refusal raises before the route runs: 401
 ``UNAUTHENTICATED`` without a known token, 403 ``FORBIDDEN`` without a right, so a
 refused request reads and writes nothing (beyond the lookups a rule makes to learn a
@@ -11,8 +11,6 @@ half message's or a transaction's owner). Every 403 is logged on the audit log a
 
 from __future__ import annotations
 
-import hmac
-import logging
 from collections.abc import Mapping
 from typing import Annotated, Any
 
@@ -21,21 +19,12 @@ from fastapi import Request, Security
 from fastapi.security import HTTPAuthorizationCredentials, HTTPBearer
 from starlette.types import ASGIApp, Message, Receive, Scope, Send
 
-from app.api.access_cache import AccessCache
 from app.api.rights import Listing, RouteRights, rights_of
+from app.auth.authority import Authority
+from app.auth.cache import AccessCache
 from app.handle import BrokerHandle
-from app.metrics import AUTH_REFUSALS
-from half_store.domain.access import ADMIN_PRINCIPAL, Need, hash_secret
-from half_store.domain.errors import (
-    Forbidden,
-    InvalidRequest,
-    StorageUnavailable,
-    TransactionNotFound,
-    Unauthenticated,
-    ValidationFailed,
-)
-
-audit = logging.getLogger("halfmq.audit")
+from half_store.domain.access import ADMIN_PRINCIPAL, Need
+from half_store.domain.errors import Forbidden, InvalidRequest, TransactionNotFound, ValidationFailed
 
 MAX_ID_LENGTH = 64  # message ids and transaction ids (String(64) columns)
 MAX_INT64 = 2**63 - 1
@@ -44,23 +33,6 @@ VISIBLE_KEY = "halfmq.visible"
 bearer_scheme = HTTPBearer(
     auto_error=False, description="A token from POST /v1/principals/{name}/tokens, or the admin token"
 )
-
-
-class Authority:
-    """What the dependency needs, built once per app: the settings' mode, the admin token, the cache."""
-
-    def __init__(self, enabled: bool, admin_token: str | None, cache: AccessCache) -> None:
-        self.enabled = enabled
-        self._admin_hash = hash_secret(admin_token) if admin_token else None
-        self.cache = cache
-
-    def is_admin(self, bearer: str) -> bool:
-        return self._admin_hash is not None and hmac.compare_digest(hash_secret(bearer), self._admin_hash)
-
-
-def audit_event(event: str, level: int = logging.INFO, **fields: Any) -> None:
-    """One structured line (JSON) on the ``halfmq.audit`` logger."""
-    audit.log(level, "%s", orjson.dumps({"event": event, **fields}).decode())
 
 
 class _Facts:
@@ -124,11 +96,9 @@ def _storable(identifier: str, name: str) -> None:
         raise ValidationFailed(f"{name}: 1 to {MAX_ID_LENGTH} characters, no NUL")
 
 
-def _refuse(request: Request, principal: str, reason: str) -> Forbidden:
+def _refuse(request: Request, authority: Authority, principal: str, reason: str) -> Forbidden:
     route = getattr(request.scope.get("route"), "path", request.url.path)
-    AUTH_REFUSALS.labels("FORBIDDEN").inc()
-    audit_event("forbidden", logging.WARNING, principal=principal, method=request.method, route=route, reason=reason)
-    return Forbidden(f"{principal} may not do this: {reason}")
+    return authority.refuse(principal, reason, method=request.method, route=route)
 
 
 async def authorize(
@@ -141,32 +111,18 @@ async def authorize(
     declared: RouteRights | None = rights_of(getattr(request.scope.get("route"), "endpoint", None))
     if declared is not None and declared.public:
         return
-    if credentials is None:
-        AUTH_REFUSALS.labels("UNAUTHENTICATED").inc()
-        raise Unauthenticated("this request needs a bearer token (Authorization: Bearer <token>)")
-    bearer = credentials.credentials
-    cache = authority.cache
-    # A database token (the common case) is found first; the admin token is compared only otherwise.
-    found = None if cache.stale else cache.principal_of(bearer)
-    if found is not None:
-        principal = found
-    elif authority.is_admin(bearer):
-        principal = ADMIN_PRINCIPAL
-    elif cache.stale:
-        raise StorageUnavailable("tokens and ACLs could not be refreshed recently; retry later")
-    else:
-        AUTH_REFUSALS.labels("UNAUTHENTICATED").inc()
-        raise Unauthenticated("unknown or revoked token")
+    principal = await authority.authenticate(None if credentials is None else credentials.credentials)
     request.scope[PRINCIPAL_KEY] = principal
     if declared is None:
-        raise _refuse(request, principal, "this route declares no rights, so it is closed to everyone")
+        raise _refuse(request, authority, principal, "this route declares no rights, so it is closed to everyone")
     if principal == ADMIN_PRINCIPAL:
         return
+    cache = authority.cache
     facts = _Facts(request, cache, request.app.state.broker)
     for rule in declared.rules:
         for need in await rule.needs(facts):
             if not cache.allows(principal, need):
-                raise _refuse(request, principal, f"needs {need}")
+                raise _refuse(request, authority, principal, f"needs {need}")
     if declared.listings:
         request.scope[VISIBLE_KEY] = _visible_filter(cache, principal, declared.listings)
 

@@ -2,7 +2,7 @@
 
 The front never asks this service per request: it keeps an :class:`AccessSnapshot`
 and asks :meth:`AccessService.snapshot_if_changed` about once a second (see
-``app/api/access_cache.py``). The lookups at the end serve rights rules whose resource
+``app/auth/cache.py``). The lookups at the end serve rights rules whose resource
 is not in the request (a half message's group and topic, a transaction's transactional id).
 """
 

@@ -1,4 +1,4 @@
-"""The HTTP front's copy of tokens and ACLs, so a request is authorized without leaving the process.
+"""A front process's copy of tokens and ACLs, so a request is authorized without leaving the process.
 
 Every ``auth_refresh_seconds`` (1 s) the front asks the core whether the access tables'
 version changed; only then does it read them all. A token revoked or an ACL removed on
@@ -9,9 +9,12 @@ that need a token get 503 until a refresh succeeds, so a stale snapshot is never
 for longer than that. Changes made through this process are seen at once (the access
 routes refresh right after them).
 
-What the cache may serve stale, for at most that bound: a revoked token still accepted,
-a removed allow (or an added deny) not yet applied, and the reverse for new tokens and
-grants made on another process. The lookups rights rules make (a half message's group
+A well-formed token the snapshot does not know is not refused on that ground: the cache
+refreshes first (one refresh at a time, shared by every request that missed meanwhile), so a
+token created on another broker process, and the grants made before it, work here the moment
+their creation has answered. What the cache may serve stale, for at most the bound above, is
+what takes rights away: a revoked token still accepted, a removed allow (or an added deny)
+not yet applied. The lookups rights rules make (a half message's group
 and topic, a transaction's transactional id) never change once made, so they are kept
 in a bounded map without expiry.
 """
@@ -62,17 +65,37 @@ class AccessCache:
         self._lookups: OrderedDict[tuple[str, Any], Any] = OrderedDict()
         self._task: asyncio.Task[None] | None = None
         self._refreshing = asyncio.Lock()
+        self._refreshes_started = 0
+        self._refreshes_done = 0  # the number of the last refresh that finished
 
     # -- keeping up to date ----------------------------------------------------------------------
 
     async def refresh(self) -> None:
         """Ask the core whether anything changed; install the new snapshot if so."""
         async with self._refreshing:
-            started = time.monotonic()
-            changed = await self._access.snapshot_if_changed(self.version)
-            if changed is not None:
-                self._install(changed)
-            self._refreshed_at = started
+            await self._refresh_holding_lock()
+
+    async def _refresh_holding_lock(self) -> None:
+        self._refreshes_started += 1
+        number = self._refreshes_started
+        started = time.monotonic()
+        changed = await self._access.snapshot_if_changed(self.version)
+        if changed is not None:
+            self._install(changed)
+        self._refreshed_at = started
+        self._refreshes_done = number
+
+    async def refresh_from_now(self) -> None:
+        """Return once a refresh that began after this call has finished (single flight).
+
+        Callers that arrive while a refresh runs share the next one: a flood of unknown
+        tokens costs one small version read at a time, never one each.
+        """
+        wanted = self._refreshes_started + 1
+        while self._refreshes_done < wanted:
+            async with self._refreshing:
+                if self._refreshes_done < wanted:
+                    await self._refresh_holding_lock()
 
     def _install(self, snapshot: AccessSnapshot) -> None:
         self._tokens = {t.token_id: t for t in snapshot.tokens}
@@ -109,7 +132,7 @@ class AccessCache:
     # -- decisions --------------------------------------------------------------------------------
 
     def principal_of(self, bearer: str) -> str | None:
-        """The principal a database token belongs to, or None (unknown, revoked, malformed)."""
+        """The principal a database token of this snapshot belongs to, or None (unknown, revoked, malformed)."""
         known = self._verified.get(bearer)
         if known is not None:
             return known
@@ -123,6 +146,11 @@ class AccessCache:
             self._verified.clear()
         self._verified[bearer] = stored.principal
         return stored.principal
+
+    def may_know(self, bearer: str) -> bool:
+        """Whether ``bearer`` is a well-formed token whose id this snapshot lacks (made since on another process?)."""
+        parsed = parse_token(bearer)
+        return parsed is not None and parsed[0] not in self._tokens
 
     def allows(self, principal: str, need: Need) -> bool:
         key = (principal, need)
