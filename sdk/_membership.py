@@ -23,6 +23,7 @@ from collections.abc import Iterable, Mapping
 from sdk import _api
 from sdk._api import TopicPartition
 from sdk._http import Call
+from sdk.errors import FencedMemberEpochError
 from sdk.models import ConsumerPositions, GroupMetadata, MemberAssignment
 
 DELIVERY_GUARANTEES = ("at_most_once", "at_least_once", "exactly_once")
@@ -129,6 +130,22 @@ def committing_member(
         return group.group, group
     taken_by = offsets.group_metadata if isinstance(offsets, ConsumerPositions) else None
     return group, taken_by if taken_by is not None and taken_by.group == group else None
+
+
+def exactly_once_committer(group: str, membership: Membership | None) -> str | GroupMetadata:
+    """Who an exactly-once batch's offsets commit as: the consumer's member at its current epoch.
+
+    Only a consumer that reads given partitions without joining (no ``membership``) commits by
+    the group's name. A group consumer that has lost its membership must not: offsets by name
+    are taken unchecked against the group's members, so a zombie's batch would commit beside
+    its partitions' new owner. It is fenced here instead, and the batch is read again by the owner.
+    """
+    if membership is None:
+        return group
+    metadata = membership.metadata()
+    if metadata is None:
+        raise FencedMemberEpochError(f"this consumer is no longer a member of group {group!r}")
+    return metadata
 
 
 def refreshed_member(offsets: Mapping[TopicPartition, int], member: GroupMetadata | None) -> GroupMetadata | None:

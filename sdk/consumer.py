@@ -32,7 +32,7 @@ from sdk import _api
 from sdk._api import TopicPartition
 from sdk._consumer_core import MAX_BROKER_WAIT_MS, ConsumerCore
 from sdk._http import DEFAULT_MAX_CONNECTIONS, DEFAULT_TIMEOUT, RetryPolicy, Transport
-from sdk._membership import Membership
+from sdk._membership import Membership, exactly_once_committer
 from sdk._txn_state import TransactionState
 from sdk.errors import (
     BrokerUnavailableError,
@@ -314,7 +314,7 @@ class Consumer:
                     producer.send(output.topic, output.value, key=output.key, headers=dict(output.headers),
                                   partition=output.partition)
             with self._lock:  # no heartbeat may move the epoch between reading it and the broker checking it
-                producer.send_offsets_to_transaction(offsets, self.group_metadata() or self._core.group)
+                producer.send_offsets_to_transaction(offsets, exactly_once_committer(self.group, self._membership))
             self._commit_transaction(producer)
         except FencedMemberEpochError as error:
             self._abandon(producer, before)

@@ -152,8 +152,10 @@ class TransactionalProducer:
         when the output becomes visible. ``group`` is the consumer's
         :meth:`~sdk.Consumer.group_metadata` (Kafka's form), or the group's name: then
         offsets from :meth:`~sdk.Consumer.positions` still commit as the member that read
-        them. While the group has members the broker refuses (``FencedMemberEpochError``)
-        offsets staged by anyone else, or by a member for partitions it no longer owns.
+        them, and a plain mapping commits by group name, unchecked against the group's
+        members (Kafka's pre-KIP-447 path: only this producer's epoch fences it; see
+        docs/consumer-groups.md). Offsets that name a member are refused
+        (``FencedMemberEpochError``) if that member no longer owns their partitions.
         """
         name, member = committing_member(offsets, group)
         with self._lock:

@@ -75,7 +75,10 @@ class CallbackGuard:
 
     async def check_url(self, url: str) -> None:
         """Refuse a callback URL with another scheme, or a host that resolves outside the allowed networks."""
-        parts = urlsplit(url)
+        try:
+            parts = urlsplit(url)
+        except ValueError as error:  # e.g. an unclosed IPv6 bracket
+            raise CallbackNotAllowed(f"the callback URL cannot be parsed: {error}") from error
         if parts.scheme.lower() not in ALLOWED_SCHEMES:
             raise CallbackNotAllowed(f"callback URLs must be http or https, not {parts.scheme!r}")
         if not parts.hostname:

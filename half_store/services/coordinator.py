@@ -217,7 +217,7 @@ class Coordinator:
             lock_open(conn, txn_id)
             for topic, commit in resolved:
                 check_offset_committable(conn, topic, commit)
-            group_fencing.check_commit(conn, group, member, [(t, c.partition) for t, c in resolved])
+            group_fencing.check_commit(conn, group, member, [(t, c.partition) for t, c in resolved], transactional=True)
             txn_store.put_offsets(
                 conn,
                 txn_id,

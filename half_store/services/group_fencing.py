@@ -8,9 +8,15 @@ interleaved (on PostgreSQL across broker processes too).
   accepted. A commit that names a member is always checked, even in an empty group: a
   consumer whose session lapsed while it was stalled must not commit just because it
   was the last one.
-- A plain commit (``POST /v1/groups/{group}/offsets``) and a transaction's
-  ``add offsets`` need the member's current epoch and every partition held by it
-  (ASSIGNED, or REVOKING: a member commits before it gives a partition up).
+- A plain commit (``POST /v1/groups/{group}/offsets``) while the group has live members
+  must name one of them.
+- A transaction's ``add offsets`` that names no member is taken without member checks,
+  whatever the group's members: Kafka's TxnOffsetCommit without a member id and with
+  generation -1 (the pre-KIP-447 path), which consume-transform-produce by group name
+  relies on. Its caller gives up the zombie fencing below and keeps only the producer's
+  epoch fencing (docs/consumer-groups.md says what that means).
+- A commit that names a member needs the member's current epoch and every partition
+  held by it (ASSIGNED, or REVOKING: a member commits before it gives a partition up).
 - When the transaction commits, its staged offsets are checked again: the member must
   still be live and still hold each partition, held since no later than the epoch it
   staged them under. Kafka checks only when the offsets are added and makes the next
@@ -35,9 +41,19 @@ from half_store.storage.txn_store import StagedCommit
 
 
 def check_commit(
-    conn: Connection, group: str, member: MemberRef | None, partitions: Sequence[tuple[Topic, int]]
+    conn: Connection,
+    group: str,
+    member: MemberRef | None,
+    partitions: Sequence[tuple[Topic, int]],
+    *,
+    transactional: bool = False,
 ) -> None:
-    """Raise :class:`FencedMemberEpoch` unless ``member`` may commit ``group``'s offsets of ``partitions`` now."""
+    """Raise :class:`FencedMemberEpoch` unless ``member`` may commit ``group``'s offsets of ``partitions`` now.
+
+    ``transactional``: the offsets go into a transaction, where a commit naming no member is not checked.
+    """
+    if member is None and transactional:
+        return
     now = now_ms()
     if membership_store.lock_group(conn, group, now, create=False) is None:
         if member is not None:
@@ -72,20 +88,14 @@ def check_staged(conn: Connection, staged: Sequence[StagedCommit]) -> None:
     for commit in staged:
         by_group[commit.group].append(commit)
     for group, commits in sorted(by_group.items()):
-        if membership_store.lock_group(conn, group, now, create=False) is None:
-            if any(c.member_id is not None for c in commits):
-                raise FencedMemberEpoch(
-                    f"the transaction's offsets for group {group!r} were staged by a member it no longer has"
-                )
+        if all(c.member_id is None for c in commits):
             continue
+        if membership_store.lock_group(conn, group, now, create=False) is None:
+            raise FencedMemberEpoch(f"the transaction's offsets for group {group!r} were staged by a member it no longer has")
         members = membership_store.members(conn, group)
         held: dict[str, dict[TopicPartition, int | None]] = {}
         for commit in commits:
-            if commit.member_id is None:
-                if any(m.live_at(now) for m in members.values()):
-                    raise FencedMemberEpoch(
-                        f"group {group!r} has live members now: its offsets cannot be committed without one of them"
-                    )
+            if commit.member_id is None:  # staged without a member: not checked (the pre-KIP-447 path)
                 continue
             found = members.get(commit.member_id)
             if found is None or not found.live_at(now):

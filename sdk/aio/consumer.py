@@ -15,7 +15,7 @@ from sdk import _api
 from sdk._api import TopicPartition
 from sdk._consumer_core import MAX_BROKER_WAIT_MS, ConsumerCore
 from sdk._http import DEFAULT_MAX_CONNECTIONS, DEFAULT_TIMEOUT, RetryPolicy
-from sdk._membership import Membership
+from sdk._membership import Membership, exactly_once_committer
 from sdk._txn_state import TransactionState
 from sdk.aio._base import AsyncBase
 from sdk.consumer import COMMIT_ATTEMPTS, DEFAULT_LONG_POLL_SLICE, Outputs, batch_start, outputs_of
@@ -259,7 +259,7 @@ class AsyncConsumer(AsyncBase):
                     await producer.send(output.topic, output.value, key=output.key, headers=dict(output.headers),
                                         partition=output.partition)
             async with self._lock:
-                await producer.send_offsets_to_transaction(offsets, self.group_metadata() or self._core.group)
+                await producer.send_offsets_to_transaction(offsets, exactly_once_committer(self.group, self._membership))
             await self._commit_transaction(producer)
         except FencedMemberEpochError as error:
             await self._abandon(producer, before)

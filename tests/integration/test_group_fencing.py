@@ -115,7 +115,6 @@ def test_transactional_offsets_are_fenced_when_added_and_again_at_commit(client:
     (mine,), (theirs,) = sorted(a.assignment), sorted(b.assignment)
 
     txn = begin(client)
-    assert refused(add_offsets(client, txn, None, mine, 1))
     assert refused(add_offsets(client, txn, a, theirs, 1))
     assert add_offsets(client, txn, a, mine, 3).status_code == 200
     output = {"messages": [{"value": "invoice"}], "txn_id": txn}
@@ -128,6 +127,8 @@ def test_transactional_offsets_are_fenced_when_added_and_again_at_commit(client:
     commit = client.post(f"/v1/transactions/{txn}/commit")
     assert refused(commit)  # the zombie's transaction cannot commit a's old partition's offsets ...
     assert client.get(f"/v1/transactions/{txn}").json()["state"] == "OPEN"  # ... and nothing changed
+    fenced = client.get("/metrics").text
+    assert 'halfmq_consumer_group_fenced_commits_total{kind="transaction_commit"}' in fenced
     assert client.post(f"/v1/transactions/{txn}/abort").json()["state"] == "ABORTED"
     assert offsets(client, "g") == {}
     assert read_all(client, "invoices") == []  # nor its output
@@ -164,14 +165,21 @@ def test_a_partition_that_left_and_came_back_since_the_offsets_were_staged_is_fe
     assert offsets(client, "g") == {("orders", 0): 1}
 
 
-def test_offsets_staged_without_a_member_cannot_commit_once_the_group_has_members(client: TestClient) -> None:
-    create_topic(client, "orders", 1)
-    fill(client, "orders", 1)
+def test_offsets_in_a_transaction_that_name_no_member_are_taken_whatever_the_members(client: TestClient) -> None:
+    """Kafka's TxnOffsetCommit without a member id (generation -1): the pre-KIP-447 path, not member-checked."""
+    create_topic(client, "orders", 2)
+    fill(client, "orders", 2)
+    a, b = Member.join(client, "g", ["orders"]), Member.join(client, "g", ["orders"])
+    settle(a, b)
+    (mine,), (theirs,) = sorted(a.assignment), sorted(b.assignment)
+    staged_early = begin(client)
+    assert add_offsets(client, staged_early, None, mine, 2).status_code == 200  # by group name, live members
     txn = begin(client)
-    assert add_offsets(client, txn, None, ("orders", 0), 2).status_code == 200  # an empty group: allowed
-    Member.join(client, "g", ["orders"])
-    assert refused(client.post(f"/v1/transactions/{txn}/commit"))
-    assert client.post(f"/v1/transactions/{txn}/abort").status_code == 200
-    assert offsets(client, "g") == {}
-    fenced = client.get("/metrics").text
-    assert 'halfmq_consumer_group_fenced_commits_total{kind="transaction_commit"}' in fenced
+    assert add_offsets(client, txn, None, theirs, 4).status_code == 200
+    assert client.post(f"/v1/transactions/{txn}/commit").json()["state"] == "COMMITTED"
+    assert client.post(f"/v1/transactions/{staged_early}/commit").json()["state"] == "COMMITTED"
+    assert offsets(client, "g") == {mine: 2, theirs: 4}
+    # A plain commit keeps the rule: while the group has live members it names one of them.
+    plain = client.post("/v1/groups/g/offsets", json={"offsets": [{"topic": "orders", "partition": mine[1], "offset": 3}]})
+    assert refused(plain)
+    assert offsets(client, "g") == {mine: 2, theirs: 4}
