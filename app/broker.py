@@ -8,6 +8,7 @@ from collections.abc import AsyncIterator
 from contextlib import asynccontextmanager
 from dataclasses import dataclass
 
+from app.handle import BrokerHandle
 from checker.jobs import BackgroundJobs
 from half_store.domain.errors import StorageUnavailable
 from half_store.metrics import GROUP_MEMBERS, LONG_POLL_WAITERS, core_metrics
@@ -30,8 +31,13 @@ log = logging.getLogger(__name__)
 
 
 @dataclass
-class Broker:
-    settings: Settings
+class Broker(BrokerHandle):
+    """The services in this process (the core, or a one-process broker), typed as the real classes.
+
+    The fields narrow :class:`~app.handle.BrokerHandle`'s Protocols to the services that
+    implement them: mypy checks each class against its Protocol here.
+    """
+
     store: Store
     log: LogService
     coordinator: Coordinator

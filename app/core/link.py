@@ -11,11 +11,10 @@ import socket
 import subprocess
 import sys
 from collections.abc import Awaitable, Callable
-from typing import TYPE_CHECKING, Any, cast
+from typing import Any, cast
 
 from app.core.protocol import (
     CALL,
-    EXPOSED,
     GONE,
     PARENT_ENV,
     READ_LIMIT,
@@ -26,18 +25,9 @@ from app.core.protocol import (
     encode,
     read_frame,
 )
+from app.handle import CORE_CALLS, SERVICES, BrokerHandle
 from half_store.domain.errors import StorageUnavailable
 from half_store.settings import Settings
-
-if TYPE_CHECKING:
-    from half_store.services.access import AccessService
-    from half_store.services.admin import AdminService
-    from half_store.services.check_polling import CheckPolling
-    from half_store.services.coordinator import Coordinator
-    from half_store.services.group_coordinator import GroupCoordinator
-    from half_store.services.half_messages import HalfMessageService
-    from half_store.services.log_service import LogService
-    from half_store.services.share_groups import ShareGroupService
 
 log = logging.getLogger(__name__)
 
@@ -146,37 +136,40 @@ class CoreLink:
 
 
 class _ServiceProxy:
-    """Stands in for one of the core's services: each exposed method becomes a call."""
+    """Stands in for one of the core's services: each method of its Protocol becomes a call, and only those."""
 
     def __init__(self, link: CoreLink, service: str) -> None:
         self._link = link
         self._service = service
+        self._calls = CORE_CALLS[service]
 
     def __getattr__(self, method: str) -> Callable[..., Awaitable[Any]]:
-        if method not in EXPOSED[self._service]:
-            raise AttributeError(f"{self._service}.{method} is not exposed by the core")
+        if method not in self._calls:
+            raise AttributeError(f"{self._service}.{method} is not a core call ({SERVICES[self._service].__name__})")
 
         async def call(*args: Any, **kwargs: Any) -> Any:
             return await self._link.call(self._service, method, args, kwargs)
 
+        call.__name__ = method
+        setattr(self, method, call)  # found directly from now on, and seen by isinstance(proxy, Protocol)
         return call
 
 
-class RemoteBroker:
-    """What the routes use when the services run in the core process (see :class:`app.broker.Broker`)."""
+def _proxies(link: CoreLink) -> dict[str, Any]:
+    """One proxy per service; each has its Protocol's methods (``isinstance`` checks hold at once)."""
+    proxies = {name: _ServiceProxy(link, name) for name in SERVICES}
+    for name, proxy in proxies.items():
+        for method in CORE_CALLS[name]:
+            getattr(proxy, method)
+    return proxies
+
+
+class RemoteBroker(BrokerHandle):
+    """What the fronts use when the services run in the core process (see :class:`app.handle.BrokerHandle`)."""
 
     def __init__(self, settings: Settings, link: CoreLink) -> None:
-        self.settings = settings
+        super().__init__(settings=settings, **_proxies(link))
         self._link = link
-        # The proxies have the services' exposed methods, with the same signatures and errors.
-        self.log = cast("LogService", _ServiceProxy(link, "log"))
-        self.coordinator = cast("Coordinator", _ServiceProxy(link, "coordinator"))
-        self.halves = cast("HalfMessageService", _ServiceProxy(link, "halves"))
-        self.polling = cast("CheckPolling", _ServiceProxy(link, "polling"))
-        self.access = cast("AccessService", _ServiceProxy(link, "access"))
-        self.admin = cast("AdminService", _ServiceProxy(link, "admin"))
-        self.groups = cast("GroupCoordinator", _ServiceProxy(link, "groups"))
-        self.shares = cast("ShareGroupService", _ServiceProxy(link, "shares"))
 
     async def ready(self) -> bool:
         try:

@@ -25,55 +25,6 @@ CALL = "call"
 GONE = "gone"
 READY = "ready"
 
-# What the front may call, by service: the methods the routes use, nothing else.
-EXPOSED: dict[str, frozenset[str]] = {
-    "log": frozenset(
-        {
-            "create_topic",
-            "list_topics",
-            "produce",
-            "produce_idempotent",
-            "fetch",
-            "commit_group_offsets",
-            "group_offsets",
-        }
-    ),
-    "coordinator": frozenset({"init_producer", "produce", "begin", "describe", "add_offsets", "end"}),
-    "halves": frozenset(
-        {
-            "prepare",
-            "commit",
-            "rollback",
-            "get",
-            "describe",
-            "recheck",
-            "list_messages",
-            "register_listener",
-            "remove_listener",
-        }
-    ),
-    "admin": frozenset({"describe_topic", "alter_topic", "delete_topic", "list_transactions", "checker_status"}),
-    "polling": frozenset({"poll"}),
-    "access": frozenset(
-        {
-            "snapshot_if_changed",
-            "create_principal",
-            "list_principals",
-            "create_token",
-            "list_tokens",
-            "revoke_token",
-            "create_acl",
-            "list_acls",
-            "delete_acl",
-            "transactional_id_of_producer",
-            "transactional_id_of_transaction",
-        }
-    ),
-    "groups": frozenset({"join", "heartbeat", "leave", "list_groups", "describe"}),
-    "shares": frozenset({"receive", "acknowledge", "extend", "acknowledge_in_transaction", "describe"}),
-    "broker": frozenset({"ready", "metrics"}),
-}
-
 _LENGTH = struct.Struct("!I")
 # The stream reader's buffer limit on both ends of the link. At asyncio's default (64 KiB)
 # a 5 MB fetch page paused and resumed the socket every 128 KiB on its way to the front.

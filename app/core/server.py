@@ -20,7 +20,6 @@ from typing import Any
 from app.broker import Broker, running_broker
 from app.core.protocol import (
     CALL,
-    EXPOSED,
     GONE,
     PARENT_ENV,
     READ_LIMIT,
@@ -31,6 +30,7 @@ from app.core.protocol import (
     encode,
     read_frame,
 )
+from app.handle import CORE_CALLS, SERVICES
 from app.memory import MemoryTrimmer, tune_garbage_collector
 from half_store.domain.errors import BrokerError, InternalError, bad_unicode
 from half_store.metrics import MEMORY_RELEASED, count_core_process
@@ -45,17 +45,7 @@ class CoreServer:
     """Answers the front's calls on one connection, each call in a task of its own."""
 
     def __init__(self, broker: Broker, reader: asyncio.StreamReader, writer: asyncio.StreamWriter) -> None:
-        self._targets: dict[str, Any] = {
-            "log": broker.log,
-            "coordinator": broker.coordinator,
-            "halves": broker.halves,
-            "polling": broker.polling,
-            "access": broker.access,
-            "admin": broker.admin,
-            "groups": broker.groups,
-            "shares": broker.shares,
-            "broker": broker,
-        }
+        self._targets: dict[str, Any] = {name: getattr(broker, name) for name in SERVICES} | {"broker": broker}
         self._reader = reader
         self._frames = FrameWriter(writer)
         self._client_gone: dict[int, asyncio.Event] = {}
@@ -109,7 +99,7 @@ class CoreServer:
             await self._frames.drain()
 
     async def _call(self, service: str, method: str, args: tuple[Any, ...], kwargs: dict[str, Any]) -> Any:
-        if method not in EXPOSED.get(service, frozenset()):
+        if method not in CORE_CALLS.get(service, frozenset()):
             raise InternalError(f"{service}.{method} is not a core call")
         return await getattr(self._targets[service], method)(*args, **kwargs)
 

@@ -9,14 +9,20 @@ document declares nothing the broker never sends.
 
 from __future__ import annotations
 
+import asyncio
 import re
 from collections import defaultdict
+from collections.abc import Iterator
 from typing import Any
 
 import httpx
+import pytest
 from fastapi.testclient import TestClient
 
-from tests.integration.conftest import create_topic
+from app.broker import Broker, running_broker
+from app.main import create_app
+from half_store.settings import Settings
+from tests.integration.conftest import create_topic, make_settings
 
 # FastAPI's own pages, which the document does not describe.
 UNDESCRIBED = {"/openapi.json", "/docs", "/docs/oauth2-redirect", "/redoc"}
@@ -124,7 +130,33 @@ class ResponseSchemas:
             assert not never_sent, f"{component} declares {sorted(never_sent)}, which no answer had"
 
 
-def test_every_route_answers_as_the_document_declares(client: TestClient) -> None:
+@pytest.fixture(params=["one process", "core process"])
+def settings(database_url: str, request: pytest.FixtureRequest) -> Settings:
+    """Every route is called once in each mode: services in this process, and behind the core link."""
+    return make_settings(database_url, core_process=request.param == "core process")
+
+
+@pytest.fixture
+def client(settings: Settings) -> Iterator[TestClient]:
+    with TestClient(create_app(settings)) as test_client:
+        yield test_client
+
+
+def discard(client: TestClient, settings: Settings, message_id: str) -> None:
+    """Give a half message up as the checker would (no route does: it is the checker's decision)."""
+    broker = client.app.state.broker  # type: ignore[attr-defined]
+    if isinstance(broker, Broker):
+        client.portal.call(broker.halves.discard, message_id)  # type: ignore[union-attr]
+        return
+
+    async def through_another_broker() -> None:  # the services run in the core process
+        async with running_broker(settings.model_copy(update={"run_checker": False})) as other:
+            await other.halves.discard(message_id)
+
+    asyncio.run(through_another_broker())
+
+
+def test_every_route_answers_as_the_document_declares(client: TestClient, settings: Settings) -> None:
     schemas = ResponseSchemas(client.get("/openapi.json").json())
     client.event_hooks = {"request": [], "response": [schemas.check]}
 
@@ -214,7 +246,7 @@ def test_every_route_answers_as_the_document_declares(client: TestClient) -> Non
     assert client.get(f"/v1/half-messages/{committed}").json()["state"] == "COMMITTED"
     assert len(client.get("/v1/half-messages", params={"producer_group": "pg"}).json()["half_messages"]) == 2
     given_up = client.post("/v1/half-messages", json={**binary, "transaction_id": "t-3"}).json()["message_id"]
-    client.portal.call(client.app.state.broker.halves.discard, given_up)  # type: ignore[attr-defined,union-attr]
+    discard(client, settings, given_up)
     assert client.post(f"/v1/half-messages/{given_up}/recheck").json()["state"] == "PREPARED"
     assert client.post(f"/v1/half-messages/{given_up}/recheck").status_code == 409
 
