@@ -73,12 +73,14 @@ class LogCalls(Protocol):
 
     async def list_topics(self, include_system: bool) -> list[Topic]: ...
 
+    async def topic_name_of(self, topic_id: int) -> str | None: ...
+
     async def produce(
         self, topic_name: str, records: Sequence[Record], partitions: Sequence[int | None]
     ) -> list[tuple[int, int]]: ...
 
     async def produce_idempotent(
-        self, topic_name: str, partition: int, records: Sequence[Record], stamp: ProducerStamp
+        self, topic_name: str, partition: int, records: Sequence[Record], stamp: ProducerStamp, principal: str | None = None
     ) -> AppendResult: ...
 
     async def fetch(
@@ -101,13 +103,17 @@ class LogCalls(Protocol):
 
 @runtime_checkable
 class CoordinatorCalls(Protocol):
-    async def init_producer(self, transactional_id: str | None, timeout_ms: int | None) -> ProducerIdentity: ...
+    async def init_producer(
+        self, transactional_id: str | None, timeout_ms: int | None, principal: str | None = None
+    ) -> ProducerIdentity: ...
 
     async def produce(
-        self, topic_name: str, partition: int, records: Sequence[Record], stamp: ProducerStamp
+        self, topic_name: str, partition: int, records: Sequence[Record], stamp: ProducerStamp, principal: str | None = None
     ) -> AppendResult: ...
 
-    async def begin(self, producer_id: int | None, producer_epoch: int | None, timeout_ms: int | None) -> TransactionRow: ...
+    async def begin(
+        self, producer_id: int | None, producer_epoch: int | None, timeout_ms: int | None, principal: str | None = None
+    ) -> TransactionRow: ...
 
     async def describe(self, txn_id: str) -> TransactionView: ...
 

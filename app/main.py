@@ -23,13 +23,14 @@ from app.api import (
     share_routes,
     txn_routes,
 )
-from app.api.authorize import ListingFilterMiddleware, authorize
+from app.api.authorize import ListingFilterMiddleware, RequestGate, authorize
 from app.api.direct_routes import DirectRoutes
 from app.api.encoding import MessageLimits
 from app.api.errors import install_error_handlers
+from app.api.long_polls import LongPollQuota
 from app.api.middleware import AccessLogMiddleware, BodyLimitMiddleware, MetricsMiddleware, enable_access_log
 from app.api.rights import rights_of
-from app.auth.authority import Authority
+from app.auth.authority import Authority, configure_audit_log
 from app.auth.cache import AccessCache
 from app.memory import MemoryTrimmer, tune_garbage_collector
 from app.metrics import FRONT_MEMORY_RELEASED
@@ -69,6 +70,7 @@ def create_app(settings: Settings | None = None) -> FastAPI:
 
     @asynccontextmanager
     async def lifespan(app: FastAPI) -> AsyncIterator[None]:
+        configure_audit_log()
         warn_if_open(settings)
         trimmer = MemoryTrimmer(settings.memory_trim_seconds, FRONT_MEMORY_RELEASED).start()
         try:
@@ -87,6 +89,9 @@ def create_app(settings: Settings | None = None) -> FastAPI:
         dependencies=[Depends(authorize)],
     )
     app.state.limits = MessageLimits.of(settings)
+    app.state.long_polls = LongPollQuota(
+        settings.max_long_poll_waiters_per_principal or max(1, settings.max_long_poll_waiters // 4)
+    )
     install_error_handlers(app)
     app.include_router(log_routes.router)
     app.include_router(admin_routes.router)
@@ -99,8 +104,9 @@ def create_app(settings: Settings | None = None) -> FastAPI:
     app.include_router(console_routes.router)
     if settings.direct_routes:  # innermost: the body limit and the metrics still see every request
         app.add_middleware(DirectRoutes)
-    app.add_middleware(BodyLimitMiddleware, max_bytes=settings.max_request_bytes)
+    app.add_middleware(BodyLimitMiddleware, max_bytes=settings.max_request_bytes, timeout_seconds=settings.body_timeout_seconds)
     app.add_middleware(ListingFilterMiddleware)
+    app.add_middleware(RequestGate)  # outside the body limit: a request is authenticated before its body is read
     app.add_middleware(MetricsMiddleware)
     if settings.access_log:  # outermost, so a line's duration covers all the broker did
         enable_access_log()

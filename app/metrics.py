@@ -32,6 +32,16 @@ REQUEST_LATENCY = Histogram(
     buckets=(0.001, 0.0025, 0.005, 0.01, 0.025, 0.05, 0.1, 0.25, 0.5, 1, 2.5, 5, 10, 30),
     registry=FRONT_REGISTRY,
 )
+LONG_POLL_QUOTA_REFUSALS = Counter(
+    "halfmq_long_poll_quota_refusals_total",
+    "Long polls refused with 429 because their principal held its share of the waiting slots",
+    registry=FRONT_REGISTRY,
+)
+BODY_TIMEOUTS = Counter(
+    "halfmq_http_body_timeouts_total",
+    "Requests refused with 408 because their body did not arrive within HALFMQ_BODY_TIMEOUT_SECONDS",
+    registry=FRONT_REGISTRY,
+)
 DIRECT_REQUESTS = Counter(
     "halfmq_http_direct_requests_total",
     "HTTP requests answered without FastAPI's routing and dependency solving (the rest: halfmq_http_requests_total)",

@@ -24,6 +24,10 @@ def uvicorn_options(settings: Settings) -> dict[str, Any]:
         "timeout_graceful_shutdown": 10,
         "ssl_certfile": settings.ssl_certfile,
         "ssl_keyfile": settings.ssl_keyfile,
+        # X-Forwarded-For is believed only from the proxies the setting names (uvicorn's default
+        # believes any local peer, so anything on the broker's host could forge a client address).
+        "proxy_headers": bool(settings.forwarded_allow_ips),
+        "forwarded_allow_ips": settings.forwarded_allow_ips or None,
     }
 
 

@@ -72,8 +72,16 @@ class Settings(BaseSettings):
     max_fetch_messages: int = Field(10_000, ge=1)
     max_fetch_wait_ms: int = Field(30_000, ge=0)
     max_long_poll_waiters: int = Field(1_000, ge=1)
+    # Of those, how many one principal may hold in a front process (None: a quarter of them).
+    max_long_poll_waiters_per_principal: int | None = Field(None, ge=1)
     max_header_count: int = Field(64, ge=0)
     max_header_bytes: int = Field(16 * 1024, ge=0)
+    # A request body must have arrived whole this long after its first byte was asked for
+    # (slow-body attacks hold a connection and its buffer otherwise); else 408.
+    body_timeout_seconds: float = Field(30.0, gt=0)
+    # Proxies whose X-Forwarded-For / X-Forwarded-Proto the access log and client addresses
+    # trust (comma-separated addresses or CIDRs, "*" for all). Empty: none, the peer is the client.
+    forwarded_allow_ips: str = ""
 
     # Leadership of the background jobs across broker processes.
     # None: three check intervals, between 2 and 15 seconds.

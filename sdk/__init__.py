@@ -55,6 +55,7 @@ from sdk.errors import (
     PrincipalNotFoundError,
     ProducerFencedError,
     ReceiptExpiredError,
+    RequestTimeoutError,
     ReservedTopicError,
     ShareGroupNotFoundError,
     StorageUnavailableError,
@@ -69,6 +70,7 @@ from sdk.errors import (
     UnknownProducerIdError,
     UnknownReceiptError,
     UnsupportedMediaTypeError,
+    UriTooLongError,
     ValidationError,
 )
 from sdk.message import Message
@@ -152,6 +154,7 @@ __all__ = [
     "ProducerIdentity",
     "ReceiptExpiredError",
     "ReceivedMessage",
+    "RequestTimeoutError",
     "ReservedTopicError",
     "RetryPolicy",
     "ShareConsumer",
@@ -177,5 +180,6 @@ __all__ = [
     "UnknownProducerIdError",
     "UnknownReceiptError",
     "UnsupportedMediaTypeError",
+    "UriTooLongError",
     "ValidationError",
 ]

@@ -217,6 +217,18 @@ class OffsetOutOfRangeError(HalfmqError):
     code, status = "OFFSET_OUT_OF_RANGE", 416
 
 
+class RequestTimeoutError(HalfmqError):
+    """REQUEST_TIMEOUT (408): the request's body did not reach the broker within its time limit."""
+
+    code, status = "REQUEST_TIMEOUT", 408
+
+
+class UriTooLongError(HalfmqError):
+    """URI_TOO_LONG (414): the request's path or query is longer than any valid request's."""
+
+    code, status = "URI_TOO_LONG", 414
+
+
 class TooManyRequestsError(HalfmqError):
     """TOO_MANY_REQUESTS (429): a protective limit is full; the SDK retries these itself."""
 
@@ -360,6 +372,8 @@ ERRORS_BY_CODE: dict[str, type[HalfmqError]] = {
         UnsupportedMediaTypeError,
         OffsetOutOfRangeError,
         TooManyRequestsError,
+        RequestTimeoutError,
+        UriTooLongError,
         StorageUnavailableError,
         InternalError,
         InvalidTransactionTimeoutError,

@@ -71,11 +71,11 @@ class AclIn(Strict):
     principal: Annotated[
         str, Field(pattern=r"^(\*|[A-Za-z0-9._@:+=-]{1,128})$", description="a principal, or * for every one")
     ]
-    resource_type: ResourceType
+    resource_type: ResourceType = Field(strict=False)
     pattern: Annotated[str, Field(min_length=1, max_length=255, pattern=r"^[^\x00]*$")]
-    pattern_type: PatternType = PatternType.LITERAL
-    operations: Annotated[list[Operation], Field(min_length=1, max_length=4)]
-    permission: Permission = Permission.ALLOW
+    pattern_type: PatternType = Field(PatternType.LITERAL, strict=False)
+    operations: Annotated[list[Annotated[Operation, Field(strict=False)]], Field(min_length=1, max_length=4)]
+    permission: Permission = Field(Permission.ALLOW, strict=False)
 
 
 class AclOut(BaseModel):

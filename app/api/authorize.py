@@ -11,20 +11,32 @@ half message's or a transaction's owner). Every 403 is logged on the audit log a
 
 from __future__ import annotations
 
-from collections.abc import Mapping
+import functools
+import types
+import typing
+from collections.abc import Callable
 from typing import Annotated, Any
 
 import orjson
 from fastapi import Request, Security
 from fastapi.security import HTTPAuthorizationCredentials, HTTPBearer
+from pydantic import BaseModel, ValidationError
 from starlette.types import ASGIApp, Message, Receive, Scope, Send
 
-from app.api.rights import Listing, RouteRights, rights_of
+from app.api.errors import describe_validation, error_response, refused_media_type
+from app.api.rights import Listing, RouteRights, refusal, rights_of
 from app.auth.authority import Authority
 from app.auth.cache import AccessCache
 from app.handle import BrokerHandle
 from half_store.domain.access import ADMIN_PRINCIPAL, Need
-from half_store.domain.errors import Forbidden, InvalidRequest, TransactionNotFound, ValidationFailed
+from half_store.domain.errors import (
+    BrokerError,
+    Forbidden,
+    HalfMessageNotFound,
+    UnsupportedMediaType,
+    UriTooLong,
+    ValidationFailed,
+)
 
 MAX_ID_LENGTH = 64  # message ids and transaction ids (String(64) columns)
 MAX_INT64 = 2**63 - 1
@@ -35,6 +47,19 @@ bearer_scheme = HTTPBearer(
 )
 
 
+@functools.cache
+def body_model_of(endpoint: Callable[..., Any] | None) -> type[BaseModel] | None:
+    """The model of a route's JSON body parameter (an optional one unwrapped), or None."""
+    if endpoint is None:
+        return None
+    for name, hint in typing.get_type_hints(endpoint).items():
+        candidates = typing.get_args(hint) if isinstance(hint, types.UnionType) else (hint,)
+        for candidate in candidates:
+            if name != "return" and isinstance(candidate, type) and issubclass(candidate, BaseModel):
+                return candidate
+    return None
+
+
 class _Facts:
     """The request as rules see it (see :class:`app.api.rights.RequestFacts`)."""
 
@@ -42,41 +67,64 @@ class _Facts:
         self._request = request
         self._cache = cache
         self._broker = broker
-        self._body: Mapping[str, Any] | None = None
+        self._body: BaseModel | None = None
 
     def path_param(self, name: str) -> str | None:
         value = self._request.path_params.get(name)
         return None if value is None else str(value)
 
-    async def body(self) -> Mapping[str, Any]:
+    async def body(self) -> BaseModel | None:
+        """The body validated by the route's own model, so a rule reads exactly what the route will run on.
+
+        A body the route would refuse is refused here with the route's answer (the same
+        media-type rule and the same validation message), before any right is decided on it.
+        """
         if self._body is None:
+            model = body_model_of(getattr(self._request.scope.get("route"), "endpoint", None))
+            if model is None:
+                return None
             raw = await self._request.body()  # Starlette keeps it: the route parses the same bytes
+            if not raw:
+                return None  # an optional body left out: the rules see no fields, the route its defaults
+            media_type = refused_media_type(self._request.headers.get("content-type"), has_body=True)
+            if media_type is not None:
+                raise UnsupportedMediaType(f"the request body must be application/json, not {media_type}")
             try:
-                parsed = orjson.loads(raw) if raw else {}
-            except orjson.JSONDecodeError as error:
-                raise InvalidRequest(f"request body is not valid JSON: {error}") from error
-            self._body = parsed if isinstance(parsed, dict) else {}
+                self._body = model.model_validate_json(raw)
+            except ValidationError as error:
+                raise describe_validation(list(error.errors())) from None
         return self._body
 
-    async def half_message_owner(self, message_id: str) -> tuple[str, str]:
+    async def half_message_owner(self, message_id: str) -> tuple[str, str] | None:
         _storable(message_id, "message_id")
 
         async def fetch() -> tuple[str, str]:
-            half = await self._broker.halves.get(message_id)  # 404 if there is none
+            half = await self._broker.halves.get(message_id)  # HalfMessageNotFound if there is none
             return half.producer_group, half.topic
 
-        return await self._cache.lookup("half", message_id, fetch)
+        try:
+            return await self._cache.lookup("half", message_id, fetch)
+        except HalfMessageNotFound:
+            return None  # not remembered: it may be prepared later under this id
 
-    async def transactional_id_of_transaction(self, txn_id: str) -> str | None:
+    async def transaction_owner(self, txn_id: str) -> tuple[bool, str | None]:
         _storable(txn_id, "txn_id")
+        hit, known = self._cache.remembered("txn", txn_id)
+        if hit:
+            return True, known
+        exists, transactional_id = await self._broker.access.transactional_id_of_transaction(txn_id)
+        if exists:  # an unknown id is not remembered: it may be begun later
+            self._cache.remember("txn", txn_id, transactional_id)
+        return exists, transactional_id
 
-        async def fetch() -> str | None:
-            exists, transactional_id = await self._broker.access.transactional_id_of_transaction(txn_id)
-            if not exists:
-                raise TransactionNotFound(f"transaction {txn_id!r} does not exist")
-            return transactional_id
-
-        return await self._cache.lookup("txn", txn_id, fetch)
+    async def topic_name_of(self, topic_id: int) -> str | None:
+        hit, known = self._cache.remembered("topic-id", topic_id)
+        if hit:
+            return known  # type: ignore[no-any-return]
+        name = await self._broker.log.topic_name_of(topic_id)
+        if name is not None:  # ids are never reused, so a known id's name never changes
+            self._cache.remember("topic-id", topic_id, name)
+        return name
 
     async def transactional_id_of_producer(self, producer_id: int) -> tuple[bool, str | None]:
         if not 0 <= producer_id <= MAX_INT64:
@@ -111,8 +159,10 @@ async def authorize(
     declared: RouteRights | None = rights_of(getattr(request.scope.get("route"), "endpoint", None))
     if declared is not None and declared.public:
         return
-    principal = await authority.authenticate(None if credentials is None else credentials.credentials)
-    request.scope[PRINCIPAL_KEY] = principal
+    principal = request.scope.get(PRINCIPAL_KEY)  # authenticated on its headers already (RequestGate)
+    if principal is None:
+        principal = await authority.authenticate(None if credentials is None else credentials.credentials)
+        request.scope[PRINCIPAL_KEY] = principal
     if declared is None:
         raise _refuse(request, authority, principal, "this route declares no rights, so it is closed to everyone")
     if principal == ADMIN_PRINCIPAL:
@@ -122,7 +172,7 @@ async def authorize(
     for rule in declared.rules:
         for need in await rule.needs(facts):
             if not cache.allows(principal, need):
-                raise _refuse(request, authority, principal, f"needs {need}")
+                raise _refuse(request, authority, principal, refusal(rule, need))
     if declared.listings:
         request.scope[VISIBLE_KEY] = _visible_filter(cache, principal, declared.listings)
 
@@ -149,6 +199,62 @@ def _visible_filter(cache: AccessCache, principal: str, listings: tuple[Listing,
         return answer
 
     return visible
+
+
+MAX_PATH_BYTES = 4096  # the longest valid path is far shorter (names: 255 characters at most)
+MAX_QUERY_BYTES = 8192
+_BODYLESS_METHODS = ("GET", "HEAD", "OPTIONS")
+
+
+def bearer_of(scope: Scope) -> str | None:
+    """The token of an ``Authorization: Bearer <token>`` header, as FastAPI's HTTPBearer reads it."""
+    for name, value in scope.get("headers", ()):
+        if name == b"authorization":
+            scheme, _, token = value.decode("latin-1").partition(" ")
+            return token.strip() or None if scheme.lower() == "bearer" else None
+    return None
+
+
+def _may_carry_body(scope: Scope) -> bool:
+    if scope.get("method") not in _BODYLESS_METHODS:
+        return True
+    return any(
+        (name == b"content-length" and value not in (b"", b"0")) or name == b"transfer-encoding"
+        for name, value in scope.get("headers", ())
+    )
+
+
+class RequestGate:
+    """What is decided on a request's first line and headers, before anything reads its body.
+
+    - A path over 4 KiB or a query over 8 KiB is refused (414): no valid request has one,
+      and nothing else (the rights rules, their decision cache, an error message, a log
+      line) then ever holds an unbounded name.
+    - With ``HALFMQ_AUTH=token``, a request that may carry a body is authenticated on its
+      headers here (401 at once, its body never read), so a client without a valid token
+      cannot make the broker buffer bodies of up to ``HALFMQ_MAX_REQUEST_BYTES``. Its rights
+      are decided later, as for every request, by :func:`authorize`.
+    """
+
+    def __init__(self, app: ASGIApp) -> None:
+        self.app = app
+
+    async def __call__(self, scope: Scope, receive: Receive, send: Send) -> None:
+        if scope["type"] != "http":
+            await self.app(scope, receive, send)
+            return
+        path = scope.get("raw_path") or scope.get("path", "").encode()
+        if len(path) > MAX_PATH_BYTES or len(scope.get("query_string", b"")) > MAX_QUERY_BYTES:
+            await error_response(UriTooLong("the request's path or query is too long"))(scope, receive, send)
+            return
+        authority: Authority = scope["app"].state.authority
+        if authority.enabled and _may_carry_body(scope):
+            try:
+                scope[PRINCIPAL_KEY] = await authority.authenticate(bearer_of(scope))
+            except BrokerError as error:
+                await error_response(error)(scope, receive, send)
+                return
+        await self.app(scope, receive, send)
 
 
 class ListingFilterMiddleware:

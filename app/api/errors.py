@@ -57,12 +57,18 @@ def non_json_body_type(request: Request, errors: list[Any]) -> str | None:
     type, not its fields: 415, decided here once for every route. A route that takes no
     body ignores one, whatever its type, and a request without a body is never refused.
     """
-    content_type = request.headers.get("content-type")
-    if content_type is None or not any(tuple(item.get("loc", ()))[:1] == ("body",) for item in errors):
+    if not any(tuple(item.get("loc", ()))[:1] == ("body",) for item in errors):
         return None
     has_body = request.headers.get("content-length", "0") != "0" or "transfer-encoding" in request.headers
+    return refused_media_type(request.headers.get("content-type"), has_body=has_body)
+
+
+def refused_media_type(content_type: str | None, *, has_body: bool) -> str | None:
+    """The media type of a body the JSON routes refuse (415), or None if it is JSON (or absent)."""
+    if content_type is None or not has_body:
+        return None
     media_type = content_type.split(";", 1)[0].strip().lower()
-    if not has_body or media_type == "application/json":
+    if media_type == "application/json":
         return None
     if media_type.startswith("application/") and media_type.endswith("+json"):
         return None

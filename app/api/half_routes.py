@@ -11,6 +11,7 @@ from typing_extensions import TypedDict
 
 from app.api.encoding import JsonResponse, to_record
 from app.api.log_routes import ERRORS, broker_of, limits_of
+from app.api.long_polls import long_poll_slot
 from app.api.models import NO_NUL, GroupName, Identifier, MessageFields, Strict, TopicName
 from app.api.rights import (
     DESCRIBE,
@@ -244,6 +245,7 @@ async def poll_checks(
     broker = broker_of(request)
     if max_wait_ms > broker.settings.max_fetch_wait_ms:
         raise InvalidRequest(f"max_wait_ms is limited to {broker.settings.max_fetch_wait_ms}")
-    checks = await broker.polling.poll(group, instance_id, max_wait_ms, max_checks, client_gone=request.is_disconnected)
+    with long_poll_slot(request, max_wait_ms):
+        checks = await broker.polling.poll(group, instance_id, max_wait_ms, max_checks, client_gone=request.is_disconnected)
     answer: CheckList = {"checks": checks}
     return JsonResponse(answer)

@@ -8,7 +8,9 @@ from fastapi import APIRouter, Path, Query, Request
 from starlette.responses import Response
 
 from app.api.arrow_fetch import ARROW_STREAM, arrow_response, negotiate
+from app.api.authorize import principal_of
 from app.api.encoding import JsonResponse, MessageLimits, message_json, to_record
+from app.api.long_polls import long_poll_slot
 from app.api.models import (
     NO_NUL,
     ErrorResponse,
@@ -132,9 +134,9 @@ async def produce_to_partition(
         body.producer_id, body.producer_epoch, body.base_sequence, body.txn_id, transactional=body.transactional
     )
     if body.txn_id is not None or body.transactional:
-        result = await broker.coordinator.produce(topic, partition, records, stamp)
+        result = await broker.coordinator.produce(topic, partition, records, stamp, principal_of(request))
     else:
-        result = await broker.log.produce_idempotent(topic, partition, records, stamp)
+        result = await broker.log.produce_idempotent(topic, partition, records, stamp, principal_of(request))
     if not result.duplicate:
         MESSAGES_IN.labels(topic).inc(result.count)
     answer: PartitionProduceResponse = {
@@ -182,9 +184,10 @@ async def fetch(
     if max_wait_ms > settings.max_fetch_wait_ms:
         raise InvalidRequest(f"max_wait_ms is limited to {settings.max_fetch_wait_ms}")
     answer_format = negotiate(request.headers.get("accept"))
-    result = await broker.log.fetch(
-        topic, partition, offset, max_messages, max_wait_ms, isolation, client_gone=request.is_disconnected
-    )
+    with long_poll_slot(request, max_wait_ms):
+        result = await broker.log.fetch(
+            topic, partition, offset, max_messages, max_wait_ms, isolation, client_gone=request.is_disconnected
+        )
     if result.messages:
         MESSAGES_OUT.labels(topic).inc(len(result.messages))
     FETCH_ANSWERS.labels(answer_format).inc()
@@ -203,7 +206,9 @@ async def fetch(
 @rights(require(TRANSACTIONAL_ID, WRITE, body("transactional_id", optional=True)))
 async def init_producer_id(request: Request, body: ProducerInit | None = None) -> Response:
     body = body or ProducerInit()
-    identity = await broker_of(request).coordinator.init_producer(body.transactional_id, body.transaction_timeout_ms)
+    identity = await broker_of(request).coordinator.init_producer(
+        body.transactional_id, body.transaction_timeout_ms, principal_of(request)
+    )
     answer: ProducerIdResponse = {"producer_id": identity.producer_id, "producer_epoch": identity.producer_epoch}
     return JsonResponse(answer)
 

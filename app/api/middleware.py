@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import asyncio
 import logging
 import re
 import sys
@@ -14,22 +15,25 @@ from starlette.routing import compile_path
 from starlette.types import ASGIApp, Message, Receive, Scope, Send
 
 from app.api.errors import error_response
-from app.metrics import REQUEST_LATENCY, REQUESTS
-from half_store.domain.errors import MessageTooLarge
+from app.metrics import BODY_TIMEOUTS, REQUEST_LATENCY, REQUESTS
+from half_store.domain.errors import MessageTooLarge, RequestTimeout
 
 
 class BodyLimitMiddleware:
-    """Refuse bodies over ``max_bytes`` with 413 before reading them whole into memory.
+    """Refuse bodies over ``max_bytes`` with 413 before reading them whole into memory, and
+    bodies that do not arrive whole within ``timeout_seconds`` with 408.
 
     A declared Content-Length over the limit is refused before any of the body is
     read. Otherwise the body is read here, counting as it streams, and reading stops
     at the limit; a body within it is handed on to the app in one piece (the app
-    would have buffered it anyway to parse the JSON).
+    would have buffered it anyway to parse the JSON). A client that sends slowly, or
+    holds back its last byte, holds a connection and a buffer only until the timeout.
     """
 
-    def __init__(self, app: ASGIApp, max_bytes: int) -> None:
+    def __init__(self, app: ASGIApp, max_bytes: int, timeout_seconds: float | None = None) -> None:
         self.app = app
         self.max_bytes = max_bytes
+        self.timeout_seconds = timeout_seconds
 
     async def __call__(self, scope: Scope, receive: Receive, send: Send) -> None:
         if scope["type"] != "http" or scope.get("method") in ("GET", "HEAD", "DELETE", "OPTIONS"):
@@ -40,7 +44,13 @@ class BodyLimitMiddleware:
                 await error_response(_too_large(self.max_bytes))(scope, receive, send)
                 return
         try:
-            body = await read_body(receive, self.max_bytes)
+            async with asyncio.timeout(self.timeout_seconds):
+                body = await read_body(receive, self.max_bytes)
+        except TimeoutError:
+            BODY_TIMEOUTS.inc()
+            timeout = RequestTimeout(f"the request body did not arrive within {self.timeout_seconds:g} s")
+            await error_response(timeout)(scope, receive, send)
+            return
         except MessageTooLarge as error:
             await error_response(error)(scope, receive, send)
             return
@@ -147,7 +157,7 @@ class AccessLogMiddleware:
             line = {
                 "time": datetime.now(UTC).isoformat(timespec="milliseconds").replace("+00:00", "Z"),
                 "method": scope.get("method", ""),
-                "path": scope.get("path", ""),
+                "path": _shown_path(scope.get("path", "")),
                 "route": self.routes.name(scope),
                 "status": status,
                 "duration_ms": round((time.perf_counter() - started) * 1000, 3),
@@ -157,6 +167,12 @@ class AccessLogMiddleware:
 
 
 ACCESS_LOG = logging.getLogger("halfmq.access")
+SHOWN_PATH_CHARS = 512
+
+
+def _shown_path(path: str) -> str:
+    """A path as the access log shows it: cut short past 512 characters, so no request writes an unbounded line."""
+    return path if len(path) <= SHOWN_PATH_CHARS else f"{path[:SHOWN_PATH_CHARS]}…"
 
 
 def enable_access_log() -> None:

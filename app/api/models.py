@@ -31,7 +31,16 @@ MemberId = Annotated[str, Field(min_length=1, max_length=64, pattern=NO_NUL)]
 
 
 class Strict(BaseModel):
-    model_config = ConfigDict(extra="forbid")
+    """A request body: unknown fields refused, and every value of the JSON type it declares.
+
+    No coercion: ``"3"`` is not 3, ``"true"`` or ``1`` is not ``true``, ``1.0`` is not 1. The
+    rights rules read the same validated model the route runs on (app/api/authorize.py), so a
+    value that would mean one thing to a rule and another to the route cannot get through.
+    Enum fields opt out (``Field(strict=False)``): in strict mode pydantic would take only enum
+    instances, never their JSON strings.
+    """
+
+    model_config = ConfigDict(extra="forbid", strict=True)
 
 
 # Milliseconds since the epoch, up to the end of year 9999.

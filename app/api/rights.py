@@ -23,8 +23,11 @@ from collections.abc import Callable, Iterable, Mapping
 from dataclasses import dataclass, field
 from typing import Any, Protocol, TypeVar
 
+from pydantic import BaseModel
+
 from half_store.domain.access import CLUSTER_NAME, Need, Operation, ResourceType
 from half_store.domain.errors import ValidationFailed
+from half_store.domain.share_receipts import peek_topic_id
 
 TOPIC = ResourceType.TOPIC
 GROUP = ResourceType.GROUP
@@ -45,19 +48,30 @@ class RequestFacts(Protocol):
 
     def path_param(self, name: str) -> str | None: ...
 
-    async def body(self) -> Mapping[str, Any]: ...
-
-    async def half_message_owner(self, message_id: str) -> tuple[str, str]:
-        """(producer group, real topic) of a half message; raises 404 if there is none."""
+    async def body(self) -> BaseModel | None:
+        """The body as the route's own model validated it (strictly typed), None if the route takes none."""
         ...
 
-    async def transactional_id_of_transaction(self, txn_id: str) -> str | None:
-        """The transactional id of the transaction's producer (None: an anonymous one); 404 if none."""
+    async def half_message_owner(self, message_id: str) -> tuple[str, str] | None:
+        """(producer group, real topic) of a half message; None if there is none."""
+        ...
+
+    async def transaction_owner(self, txn_id: str) -> tuple[bool, str | None]:
+        """(whether the transaction exists, the transactional id of its producer: None for an anonymous one)."""
+        ...
+
+    async def topic_name_of(self, topic_id: int) -> str | None:
+        """The name of the topic with ``topic_id`` (None: there is none)."""
         ...
 
     async def transactional_id_of_producer(self, producer_id: int) -> tuple[bool, str | None]:
         """(whether the producer exists, its transactional id if it has one)."""
         ...
+
+
+def _field(model: object, name: str) -> Any:
+    """A field of a validated body (or of one of its items); None where the route takes no body."""
+    return getattr(model, name, None)
 
 
 # -- where a resource name comes from --------------------------------------------------------------
@@ -84,7 +98,7 @@ class _Body:
     optional: bool
 
     async def names(self, facts: RequestFacts) -> list[str]:
-        value = (await facts.body()).get(self.name)
+        value = _field(await facts.body(), self.name)
         if value is None and self.optional:
             return []
         if not isinstance(value, str):
@@ -98,12 +112,12 @@ class _BodyList:
     item_field: str
 
     async def names(self, facts: RequestFacts) -> list[str]:
-        items = (await facts.body()).get(self.name)
+        items = _field(await facts.body(), self.name)
         if not isinstance(items, list):
             raise ValidationFailed(f"{self.name}: a list is required")
         found: dict[str, None] = {}
         for item in items:
-            value = item.get(self.item_field) if isinstance(item, dict) else None
+            value = _field(item, self.item_field)
             if not isinstance(value, str):
                 raise ValidationFailed(f"{self.name}.{self.item_field}: a string is required")
             found[value] = None
@@ -116,7 +130,7 @@ class _BodyNames:
     optional: bool
 
     async def names(self, facts: RequestFacts) -> list[str]:
-        items = (await facts.body()).get(self.name)
+        items = _field(await facts.body(), self.name)
         if items is None and self.optional:
             return []
         if not isinstance(items, list) or not all(isinstance(item, str) for item in items):
@@ -182,6 +196,22 @@ def cluster(operation: Operation) -> Rule:
     return Require(CLUSTER, operation, CLUSTER_RESOURCE)
 
 
+def refusal(rule: Rule, need: Need) -> str:
+    """Why ``rule`` refuses a caller without ``need``, as the 403 and the audit line say it.
+
+    Rules that looked their resource up say what kind of thing it is but not its name, so a
+    403 tells nobody who owns an id they may not touch.
+    """
+    explain: Callable[[Need], str] | None = getattr(rule, "explain", None)
+    return explain(need) if explain is not None else f"needs {need}"
+
+
+def _unknown_id(operation: Operation) -> list[Need]:
+    """An id nobody owns needs the cluster right: a caller without it is refused as for someone else's id
+    (403 either way, so an answer never tells whether an id exists); one with it goes on to the 404."""
+    return [Need(CLUSTER, CLUSTER_NAME, operation)]
+
+
 @dataclass(frozen=True)
 class _HalfMessage:
     param: str
@@ -191,8 +221,14 @@ class _HalfMessage:
         message_id = facts.path_param(self.param)
         if message_id is None:
             raise LookupError(f"the route has no path parameter {self.param!r}")
-        group, topic = await facts.half_message_owner(message_id)
+        owner = await facts.half_message_owner(message_id)
+        if owner is None:
+            return _unknown_id(self.operation)
+        group, topic = owner
         return [Need(PRODUCER_GROUP, group, self.operation), Need(TOPIC, topic, self.operation)]
+
+    def explain(self, need: Need) -> str:
+        return f"needs {self.operation.value} on the half message's producer group and topic"
 
 
 def half_message(param: str, operation: Operation) -> Rule:
@@ -201,7 +237,9 @@ def half_message(param: str, operation: Operation) -> Rule:
 
 
 async def _transaction_needs(facts: RequestFacts, txn_id: str, operation: Operation) -> list[Need]:
-    transactional_id = await facts.transactional_id_of_transaction(txn_id)
+    exists, transactional_id = await facts.transaction_owner(txn_id)
+    if not exists:
+        return _unknown_id(operation)
     if transactional_id is None:
         # Anonymous (Pulsar-style) transactions belong to no transactional id: cluster-level right.
         return [Need(CLUSTER, CLUSTER_NAME, operation)]
@@ -218,6 +256,10 @@ class _Transaction:
         for txn_id in await self.source.names(facts):
             found.extend(await _transaction_needs(facts, txn_id, self.operation))
         return found
+
+
+    def explain(self, need: Need) -> str:
+        return f"needs {self.operation.value} on the transaction's transactional id (or the cluster)"
 
 
 def transaction(source: NameSource, operation: Operation) -> Rule:
@@ -240,9 +282,9 @@ class _Producer:
 
     async def needs(self, facts: RequestFacts) -> Iterable[Need]:
         content = await facts.body()
-        if self.transactional_flag is not None and content.get(self.transactional_flag) is not True:
+        if self.transactional_flag is not None and _field(content, self.transactional_flag) is not True:
             return []
-        producer_id = content.get(self.id_field)
+        producer_id = _field(content, self.id_field)
         if producer_id is None:
             return [] if self.anonymous is None else [self.anonymous]
         if not isinstance(producer_id, int) or isinstance(producer_id, bool):
@@ -261,6 +303,26 @@ def producer(
 
 
 ANONYMOUS_TRANSACTION = Need(CLUSTER, CLUSTER_NAME, WRITE)
+
+
+@dataclass(frozen=True)
+class _ReceiptTopics:
+    source: NameSource
+    operation: Operation
+
+    async def needs(self, facts: RequestFacts) -> Iterable[Need]:
+        found: dict[str, None] = {}
+        for receipt in await self.source.names(facts):
+            topic_id = peek_topic_id(receipt)
+            name = None if topic_id is None else await facts.topic_name_of(topic_id)
+            if name is not None:  # no such topic: the service refuses the receipt itself
+                found[name] = None
+        return [Need(TOPIC, name, self.operation) for name in found]
+
+
+def receipt_topics(source: NameSource, operation: Operation) -> Rule:
+    """``operation`` on the topic of each share-group receipt ``source`` names (as Kafka's share groups need)."""
+    return _ReceiptTopics(source, operation)
 
 
 @dataclass(frozen=True)

@@ -11,8 +11,24 @@ from typing_extensions import TypedDict
 
 from app.api.encoding import JsonResponse, message_json
 from app.api.log_routes import ERRORS, broker_of, check_batch_size
+from app.api.long_polls import long_poll_slot
 from app.api.models import MessageOut, Strict, TopicName
-from app.api.rights import DESCRIBE, GROUP, READ, TOPIC, WRITE, body, path, require, rights, transaction
+from app.api.rights import (
+    DESCRIBE,
+    GROUP,
+    READ,
+    TOPIC,
+    WRITE,
+    body,
+    body_list,
+    body_names,
+    listing,
+    path,
+    receipt_topics,
+    require,
+    rights,
+    transaction,
+)
 from app.api.txn_routes import TxnPath
 from app.handle import BrokerHandle
 from app.metrics import MESSAGES_OUT
@@ -129,10 +145,11 @@ async def receive(group: ShareGroupPath, body: ShareReceive, request: Request) -
     if body.max_wait_ms > settings.max_fetch_wait_ms:
         raise ValidationFailed(f"max_wait_ms is limited to {settings.max_fetch_wait_ms}")
     acks = acknowledgements(broker, body.acks)
-    received = await broker.shares.receive(
-        group, body.topic, body.max_messages, body.lock_ms, body.max_wait_ms, body.ordered, acks,
-        client_gone=request.is_disconnected,
-    )
+    with long_poll_slot(request, body.max_wait_ms):
+        received = await broker.shares.receive(
+            group, body.topic, body.max_messages, body.lock_ms, body.max_wait_ms, body.ordered, acks,
+            client_gone=request.is_disconnected,
+        )
     if received.messages:
         MESSAGES_OUT.labels(body.topic).inc(len(received.messages))
     messages: list[ReceivedOut] = [
@@ -151,14 +168,14 @@ async def receive(group: ShareGroupPath, body: ShareReceive, request: Request) -
 
 
 @router.post("/share-groups/{group}/acks", response_model=ReceiptOutcomes, tags=["share groups"])
-@rights(require(GROUP, READ, path("group")))
+@rights(require(GROUP, READ, path("group")), receipt_topics(body_list("acks", "receipt"), READ))
 async def acknowledge(group: ShareGroupPath, body: ShareAcks, request: Request) -> Response:
     broker = broker_of(request)
     return outcomes(await broker.shares.acknowledge(group, acknowledgements(broker, body.acks)))
 
 
 @router.post("/share-groups/{group}/extend", response_model=ReceiptOutcomes, tags=["share groups"])
-@rights(require(GROUP, READ, path("group")))
+@rights(require(GROUP, READ, path("group")), receipt_topics(body_names("receipts"), READ))
 async def extend(group: ShareGroupPath, body: ShareExtend, request: Request) -> Response:
     broker = broker_of(request)
     check_batch_size(broker, len(body.receipts))
@@ -167,7 +184,7 @@ async def extend(group: ShareGroupPath, body: ShareExtend, request: Request) -> 
 
 
 @router.get("/share-groups/{group}", response_model=ShareGroupDescription, tags=["share groups"])
-@rights(require(GROUP, DESCRIBE, path("group")))
+@rights(require(GROUP, DESCRIBE, path("group")), listing("topics", {TOPIC: "topic"}))
 async def describe(group: ShareGroupPath, request: Request) -> Response:
     views = await broker_of(request).shares.describe(group)
     answer: ShareGroupDescription = {
@@ -199,7 +216,11 @@ async def describe(group: ShareGroupPath, request: Request) -> Response:
 
 
 @router.post("/transactions/{txn_id}/acks", response_model=ReceiptOutcomes, tags=["transactions"])
-@rights(transaction(path("txn_id"), WRITE), require(GROUP, READ, body("group")))
+@rights(
+    transaction(path("txn_id"), WRITE),
+    require(GROUP, READ, body("group")),
+    receipt_topics(body_names("receipts"), READ),
+)
 async def acknowledge_in_transaction(txn_id: TxnPath, body: TransactionAcks, request: Request) -> Response:
     """The receipts' messages stay locked while the transaction is open; accepted if it commits, released
     (delivery counts kept) if it aborts or times out. A receipt answered ``ok: false`` is not part of it."""

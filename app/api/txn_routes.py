@@ -9,6 +9,7 @@ from pydantic import Field
 from starlette.responses import Response
 from typing_extensions import TypedDict
 
+from app.api.authorize import principal_of
 from app.api.encoding import JsonResponse
 from app.api.log_routes import ERRORS, broker_of, member_ref
 from app.api.models import (
@@ -86,7 +87,9 @@ class TransactionEnded(TypedDict):
 @rights(producer("producer_id", WRITE, anonymous=ANONYMOUS_TRANSACTION))
 async def begin_transaction(request: Request, body: TransactionBegin | None = None) -> Response:
     body = body or TransactionBegin()
-    txn = await broker_of(request).coordinator.begin(body.producer_id, body.producer_epoch, body.timeout_ms)
+    txn = await broker_of(request).coordinator.begin(
+        body.producer_id, body.producer_epoch, body.timeout_ms, principal_of(request)
+    )
     answer: TransactionCreated = {"txn_id": txn.txn_id, "state": txn.state, "timeout_ms": txn.timeout_ms}
     return JsonResponse(answer, status_code=201)
 

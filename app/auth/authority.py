@@ -12,6 +12,7 @@ from __future__ import annotations
 
 import hmac
 import logging
+import sys
 from typing import Any
 
 import orjson
@@ -21,8 +22,24 @@ from app.metrics import AUTH_REFUSALS
 from half_store.domain.access import ADMIN_PRINCIPAL, Need, hash_secret
 from half_store.domain.errors import Forbidden, StorageUnavailable, Unauthenticated
 
+MAX_BEARER_CHARS = 512  # halfmq tokens are ~70; anything far longer is refused unhashed, uncached
 audit = logging.getLogger("halfmq.audit")
 log = logging.getLogger(__name__)
+
+
+def configure_audit_log() -> None:
+    """Send the audit log's lines to stderr, whatever the broker's log level or who configured logging.
+
+    Uvicorn configures only its own loggers, so without this the INFO lines (principal,
+    token and ACL changes) went nowhere and only the WARNING ones (403s) reached stderr,
+    through Python's last-resort handler. Called by every front process at start.
+    """
+    if audit.handlers:
+        return
+    handler = logging.StreamHandler(sys.stderr)
+    handler.setFormatter(logging.Formatter("%(asctime)s AUDIT %(message)s"))
+    audit.addHandler(handler)
+    audit.setLevel(logging.INFO)
 
 
 def audit_event(event: str, level: int = logging.INFO, **fields: Any) -> None:
@@ -51,6 +68,9 @@ class Authority:
         if bearer is None:
             AUTH_REFUSALS.labels("UNAUTHENTICATED").inc()
             raise Unauthenticated("this request needs a bearer token (Authorization: Bearer <token>)")
+        if len(bearer) > MAX_BEARER_CHARS:
+            AUTH_REFUSALS.labels("UNAUTHENTICATED").inc()
+            raise Unauthenticated("unknown or revoked token")
         cache = self.cache
         found = None if cache.stale else cache.principal_of(bearer)
         if found is not None:

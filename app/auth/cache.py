@@ -47,6 +47,7 @@ log = logging.getLogger(__name__)
 T = TypeVar("T")
 
 MAX_DECISIONS = 50_000  # cleared whole when full: a decision is a dict lookup to redo
+MAX_DECISION_BYTES = 8 * 1024 * 1024  # and when the names they hold add up to this
 MAX_LOOKUPS = 16_384
 
 
@@ -62,6 +63,7 @@ class AccessCache:
         self._wildcard: tuple[Acl, ...] = ()
         self._verified: dict[str, str] = {}  # bearer token -> principal, for this snapshot
         self._decisions: dict[tuple[str, Need], bool] = {}
+        self._decision_bytes = 0
         self._lookups: OrderedDict[tuple[str, Any], Any] = OrderedDict()
         self._task: asyncio.Task[None] | None = None
         self._refreshing = asyncio.Lock()
@@ -104,6 +106,7 @@ class AccessCache:
         self._acls = by_principal
         self._verified = {}
         self._decisions = {}
+        self._decision_bytes = 0
         self.version = snapshot.version
 
     async def start(self) -> None:
@@ -157,9 +160,12 @@ class AccessCache:
         decided = self._decisions.get(key)
         if decided is None:
             decided = is_allowed(self._acls.get(principal, self._wildcard), principal, need)
-            if len(self._decisions) >= MAX_DECISIONS:
+            size = len(principal) + len(need.name)
+            if len(self._decisions) >= MAX_DECISIONS or self._decision_bytes + size > MAX_DECISION_BYTES:
                 self._decisions.clear()
+                self._decision_bytes = 0
             self._decisions[key] = decided
+            self._decision_bytes += size
         return decided
 
     # -- lookups rights rules make (immutable facts) --------------------------------------------------

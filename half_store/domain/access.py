@@ -76,7 +76,17 @@ class Need:
     operation: Operation
 
     def __str__(self) -> str:
-        return f"{self.resource_type.value}:{self.operation.value} on {self.name!r}"
+        return f"{self.resource_type.value}:{self.operation.value} on {shown_name(self.name)}"
+
+
+SHOWN_NAME_CHARS = 64
+
+
+def shown_name(name: str) -> str:
+    """A name as errors and log lines echo it: quoted, and cut short past 64 characters."""
+    if len(name) <= SHOWN_NAME_CHARS:
+        return repr(name)
+    return f"{name[:SHOWN_NAME_CHARS]!r}… ({len(name)} characters)"
 
 
 @pickled_as_arguments

@@ -130,6 +130,18 @@ class ConcurrentTransactions(BrokerError):
     status, code = 409, "CONCURRENT_TRANSACTIONS"
 
 
+class RequestTimeout(BrokerError):
+    """The request body did not arrive whole within ``HALFMQ_BODY_TIMEOUT_SECONDS``."""
+
+    status, code = 408, "REQUEST_TIMEOUT"
+
+
+class UriTooLong(BrokerError):
+    """A request's path or query is longer than any valid request's."""
+
+    status, code = 414, "URI_TOO_LONG"
+
+
 class MessageTooLarge(BrokerError):
     status, code = 413, "MESSAGE_TOO_LARGE"
 

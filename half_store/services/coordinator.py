@@ -117,19 +117,24 @@ class Coordinator:
 
     # -- producers -------------------------------------------------------------------------
 
-    async def init_producer(self, transactional_id: str | None, timeout_ms: int | None) -> ProducerIdentity:
-        """InitProducerId: a new id, or for a known transactional id the next epoch.
+    async def init_producer(
+        self, transactional_id: str | None, timeout_ms: int | None, principal: str | None = None
+    ) -> ProducerIdentity:
+        """InitProducerId: a new id, or for a known transactional id the next epoch; ``principal``'s from now on.
 
         The previous epoch's unfinished transaction is aborted, or completed if it
         had already reached PREPARE_COMMIT, in the same database transaction as the bump.
         """
         if transactional_id is None:
-            producer_id, epoch = await self.store.write(lambda conn: producer_store.new_producer(conn, timeout_ms))
+            producer_id, epoch = await self.store.write(
+                lambda conn: producer_store.new_producer(conn, timeout_ms, principal)
+            )
+            self.log.producer_owners.obtained(producer_id, principal)
             return ProducerIdentity(producer_id, epoch)
         timeout = self.checked_timeout(timeout_ms)
 
         def unit(conn: Connection) -> tuple[ProducerIdentity, set[PartitionKey]]:
-            producer_id, epoch, known = producer_store.bump_transactional_producer(conn, transactional_id, timeout)
+            producer_id, epoch, known = producer_store.bump_transactional_producer(conn, transactional_id, timeout, principal)
             prepared: list[TransactionRow] = []
             if known:
                 for txn in txn_store.unfinished_of_producer(conn, producer_id):
@@ -142,6 +147,7 @@ class Coordinator:
             return ProducerIdentity(producer_id, epoch, transactional_id), _union(touched.values())
 
         identity, touched = await self.store.write(unit)
+        self.log.producer_owners.obtained(identity.producer_id, principal)
         self.notifier.notify(touched)
         return identity
 
@@ -155,9 +161,12 @@ class Coordinator:
 
     # -- transactions -----------------------------------------------------------------------------
 
-    async def begin(self, producer_id: int | None, producer_epoch: int | None, timeout_ms: int | None) -> TransactionRow:
+    async def begin(
+        self, producer_id: int | None, producer_epoch: int | None, timeout_ms: int | None, principal: str | None = None
+    ) -> TransactionRow:
         if (producer_id is None) != (producer_epoch is None):
             raise InvalidRequest("give producer_id and producer_epoch together, or neither")
+        await self.log.producer_owners.check(producer_id, principal)
         if producer_id is None:
             self.checked_timeout(timeout_ms)  # refused before it is queued; a producer's default needs its row
         request = _BeginRequest(producer_id, producer_epoch, timeout_ms)
@@ -189,13 +198,16 @@ class Coordinator:
         txn_store.insert_transactions(conn, rows)
         return rows
 
-    async def produce(self, topic_name: str, partition: int, records: Sequence[Record], stamp: ProducerStamp) -> AppendResult:
+    async def produce(
+        self, topic_name: str, partition: int, records: Sequence[Record], stamp: ProducerStamp, principal: str | None = None
+    ) -> AppendResult:
         """Append a batch inside a transaction; the partition joins the transaction.
 
         A transactional stamp without a txn_id names the producer's open transaction,
-        begun here if it has none.
+        begun here if it has none. A stamp's producer id must be ``principal``'s.
         """
         assert stamp.txn_id is not None or stamp.transactional
+        await self.log.producer_owners.check(stamp.producer_id, principal)
         topic = await self.log.writable_topic(topic_name)
         check_partition(topic, partition)
         append = StampedAppend(topic, partition, records, stamp, self.settings.default_transaction_timeout_ms)

@@ -16,6 +16,7 @@ from half_store.domain.errors import (
     OffsetOutOfRange,
     PartitionNotFound,
     ReservedTopic,
+    TopicNotFound,
 )
 from half_store.domain.group_records import MemberRef
 from half_store.domain.partitioner import partition_for_key
@@ -31,6 +32,7 @@ from half_store.domain.records import (
 from half_store.metrics import GROUP_FENCED_COMMITS
 from half_store.services import group_fencing
 from half_store.services.notifier import PartitionNotifier
+from half_store.services.producer_owners import ProducerOwners
 from half_store.services.stamped_append import STAMPED_APPEND, StampedAppend
 from half_store.storage import group_store, log_reads, log_store
 from half_store.storage.log_store import AppendRequest
@@ -43,6 +45,7 @@ class LogService:
     def __init__(self, store: Store, notifier: PartitionNotifier) -> None:
         self.store = store
         self.notifier = notifier
+        self.producer_owners = ProducerOwners(store)
         self._round_robin: dict[str, itertools.count[int]] = defaultdict(itertools.count)
 
     # -- topics -------------------------------------------------------------------------
@@ -55,6 +58,13 @@ class LogService:
     async def list_topics(self, include_system: bool) -> list[Topic]:
         found = await self.store.read(log_store.list_topics)
         return [t for t in found if include_system or not is_system_topic(t.name)]
+
+    async def topic_name_of(self, topic_id: int) -> str | None:
+        """The name of the topic with ``topic_id``, or None if there is none (deleted, or never was)."""
+        try:
+            return await self.store.read(lambda conn: self.store.topic_by_id_sync(conn, topic_id).name)
+        except TopicNotFound:
+            return None
 
     async def writable_topic(self, name: str) -> Topic:
         if is_system_topic(name):
@@ -110,9 +120,10 @@ class LogService:
         return offsets
 
     async def produce_idempotent(
-        self, topic_name: str, partition: int, records: Sequence[Record], stamp: ProducerStamp
+        self, topic_name: str, partition: int, records: Sequence[Record], stamp: ProducerStamp, principal: str | None = None
     ) -> AppendResult:
-        """Append a batch to one partition, deduplicated by producer id and sequence."""
+        """Append a batch to one partition, deduplicated by producer id and sequence (``principal``'s producer)."""
+        await self.producer_owners.check(stamp.producer_id, principal)
         topic = await self.writable_topic(topic_name)
         check_partition(topic, partition)
 

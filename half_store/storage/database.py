@@ -11,6 +11,8 @@ several broker processes can share one database.
 
 from __future__ import annotations
 
+import contextlib
+import os
 import time
 from dataclasses import dataclass
 from typing import Any
@@ -62,6 +64,7 @@ def open_database(url: str, *, sqlite_synchronous: str = "FULL") -> Database:
     """Open engines for ``url``; raises ``ArgumentError`` for a malformed URL."""
     parsed = make_url(url)
     if parsed.get_backend_name() == "sqlite":
+        _create_private(parsed.database)
         writer = _sqlite_engine(
             url, begin="BEGIN IMMEDIATE", synchronous=sqlite_synchronous, pool_size=2, auto_checkpoint=False
         )
@@ -80,6 +83,18 @@ def open_database(url: str, *, sqlite_synchronous: str = "FULL") -> Database:
     for engine in (writer, reader):
         _ping_after_idle(engine)
     return Database(writer=writer, reader=reader)
+
+
+def _create_private(path: str | None) -> None:
+    """Create a new SQLite file readable by its owner only (0600).
+
+    It holds listener secrets, the receipt key and RocketMQ signing keys in clear; SQLite
+    gives its -wal and -shm files the database file's permissions.
+    """
+    if not path or path == ":memory:" or path.startswith("file:"):
+        return
+    with contextlib.suppress(OSError):  # there already; or a folder that is not there, which SQLite then reports
+        os.close(os.open(path, os.O_CREAT | os.O_EXCL | os.O_WRONLY, 0o600))
 
 
 def _ping_after_idle(engine: Engine) -> None:

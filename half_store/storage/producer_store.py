@@ -37,26 +37,38 @@ from half_store.storage.schema import (
 from half_store.storage.upsert import array_type, update_rows
 
 
-def new_producer(conn: Connection, transaction_timeout_ms: int | None = None) -> tuple[int, int]:
-    """A fresh idempotent producer: (producer id, epoch 0)."""
+def new_producer(
+    conn: Connection, transaction_timeout_ms: int | None = None, principal: str | None = None
+) -> tuple[int, int]:
+    """A fresh idempotent producer of ``principal``: (producer id, epoch 0)."""
     now = now_ms()
     producer_id = conn.execute(
         insert(producers)
-        .values(epoch=0, transaction_timeout_ms=transaction_timeout_ms, created_at=now, last_used_at=now)
+        .values(
+            epoch=0, transaction_timeout_ms=transaction_timeout_ms, created_at=now, last_used_at=now, principal=principal
+        )
         .returning(producers.c.producer_id)
     ).scalar_one()
     return int(producer_id), 0
 
 
 def bump_transactional_producer(
-    conn: Connection, transactional_id: str, transaction_timeout_ms: int
+    conn: Connection, transactional_id: str, transaction_timeout_ms: int, principal: str | None = None
 ) -> tuple[int, int, bool]:
-    """InitProducerId for a transactional id: (producer id, new epoch, was it known before)."""
+    """InitProducerId for a transactional id: (producer id, new epoch, was it known before).
+
+    The id passes to ``principal`` (who was allowed to write the transactional id), with the new epoch.
+    """
     now = now_ms()
     row = conn.execute(
         update(producers)
         .where(producers.c.transactional_id == transactional_id)
-        .values(epoch=producers.c.epoch + 1, transaction_timeout_ms=transaction_timeout_ms, last_used_at=now)
+        .values(
+            epoch=producers.c.epoch + 1,
+            transaction_timeout_ms=transaction_timeout_ms,
+            last_used_at=now,
+            principal=principal,
+        )
         .returning(producers.c.producer_id, producers.c.epoch)
     ).first()
     if row is not None:
@@ -71,13 +83,20 @@ def bump_transactional_producer(
                     transaction_timeout_ms=transaction_timeout_ms,
                     created_at=now,
                     last_used_at=now,
+                    principal=principal,
                 )
                 .returning(producers.c.producer_id)
             ).scalar_one()
     except IntegrityError:
         # Another process registered the id first: take the next epoch after theirs.
-        return bump_transactional_producer(conn, transactional_id, transaction_timeout_ms)
+        return bump_transactional_producer(conn, transactional_id, transaction_timeout_ms, principal)
     return int(producer_id), 0, False
+
+
+def owner(conn: Connection, producer_id: int) -> tuple[bool, str | None]:
+    """(whether the producer id exists, the principal that obtained it)."""
+    row = conn.execute(select(producers.c.principal).where(producers.c.producer_id == producer_id)).first()
+    return (False, None) if row is None else (True, row[0])
 
 
 def fence(conn: Connection, producer_id: int, epoch: int) -> None:

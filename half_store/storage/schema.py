@@ -107,6 +107,8 @@ producers = Table(
     Column("transaction_timeout_ms", Integer, nullable=True),
     Column("created_at", BigInteger, nullable=False),
     Column("last_used_at", BigInteger, nullable=False),
+    # Who obtained the id (InitProducerId); NULL: obtained with authentication off. Only it and the admin use it.
+    Column("principal", String(128), nullable=True),
 )
 
 # Per producer and partition: where its sequence stands (Kafka's producer state).

@@ -31,6 +31,7 @@ class World:
 
     admin: TestClient
     counter: Iterator[int] = field(default_factory=itertools.count)
+    last_transactional_id: str = ""
 
     def call(self, method: str, url: str, body: Any = None, token: str = ADMIN) -> Any:
         response = self.admin.request(method, url, json=body, headers={"Authorization": f"Bearer {token}"})
@@ -44,8 +45,8 @@ class World:
         body = {"topic": topic, "producer_group": group, "value": {"n": 1}}
         return str(self.call("POST", "/v1/half-messages", body)["message_id"])
 
-    def transactional(self, transactional_id: str) -> tuple[int, int]:
-        found = self.call("POST", "/v1/producers", {"transactional_id": transactional_id})
+    def transactional(self, transactional_id: str, token: str = ADMIN) -> tuple[int, int]:
+        found = self.call("POST", "/v1/producers", {"transactional_id": transactional_id}, token)
         return int(found["producer_id"]), int(found["producer_epoch"])
 
     def transaction(self, transactional_id: str | None) -> str:
@@ -71,6 +72,9 @@ class Case:
 
     setup: Callable[[World], tuple[Request, list[Grant]]]
     public: bool = False
+    # A request that uses a producer id: made by ``owned(world, token)`` for the token that is to succeed,
+    # whose principal obtains the producer (a producer id is usable only by its principal).
+    owned: Callable[[World, str], Request] | None = None
     # A listing: (list field, item field, name) — the item is listed only with the grants in ``filtered_by``.
     listed: tuple[str, str, str] | None = None
     filtered_by: tuple[Grant, ...] = ()
@@ -84,6 +88,20 @@ def _produce_in_transaction(world: World) -> tuple[Request, list[Grant]]:
         ("topic", "orders", "write"),
         ("transactional_id", tid, "write"),
     ]
+
+
+def _begin_with_producer(world: World) -> tuple[Request, list[Grant]]:
+    world.last_transactional_id = tid = world.fresh("tx")
+    producer_id, epoch = world.transactional(tid)
+    return ("POST", "/v1/transactions", {"producer_id": producer_id, "producer_epoch": epoch}), [
+        ("transactional_id", tid, "write")
+    ]
+
+
+def _begin_with_own_producer(world: World, token: str) -> Request:
+    """The same transactional id, initialised by the principal that is to begin (the id passes to it)."""
+    producer_id, epoch = world.transactional(world.last_transactional_id, token)
+    return ("POST", "/v1/transactions", {"producer_id": producer_id, "producer_epoch": epoch})
 
 
 def _txn_offsets(world: World) -> tuple[Request, list[Grant]]:
@@ -169,14 +187,34 @@ def _member(world: World, action: str) -> tuple[Request, list[Grant]]:
 def _share_group(world: World) -> tuple[Request, list[Grant]]:
     group = world.fresh("sg")
     world.call("POST", f"/v1/share-groups/{group}/receive", {"topic": "orders", "max_messages": 1})
-    return ("GET", f"/v1/share-groups/{group}", None), [("group", group, "describe")]
+    return ("GET", f"/v1/share-groups/{group}", None), [("group", group, "describe"), ("topic", "orders", "describe")]
+
+
+def _receipt(world: World, group: str) -> str:
+    """A real receipt of ``group`` for a message of orders (its topic must be readable to acknowledge it)."""
+    received = world.call("POST", f"/v1/share-groups/{group}/receive", {"topic": "orders", "max_messages": 1})
+    return str(received["messages"][0]["receipt"])
+
+
+def _share_acks(world: World) -> tuple[Request, list[Grant]]:
+    group = world.fresh("sg")
+    body = {"acks": [{"receipt": _receipt(world, group), "type": "RELEASE"}]}
+    return ("POST", f"/v1/share-groups/{group}/acks", body), [("group", group, "read"), ("topic", "orders", "read")]
+
+
+def _share_extend(world: World) -> tuple[Request, list[Grant]]:
+    group = world.fresh("sg")
+    body = {"receipts": [_receipt(world, group)]}
+    return ("POST", f"/v1/share-groups/{group}/extend", body), [("group", group, "read"), ("topic", "orders", "read")]
 
 
 def _acks_in_transaction(world: World) -> tuple[Request, list[Grant]]:
     tid = world.fresh("tx")
     txn = world.transaction(tid)
-    body = {"group": "sg", "receipts": ["not-a-receipt"]}
-    return ("POST", f"/v1/transactions/{txn}/acks", body), [("transactional_id", tid, "write"), ("group", "sg", "read")]
+    group = world.fresh("sg")
+    body = {"group": group, "receipts": [_receipt(world, group)]}
+    grants = [("transactional_id", tid, "write"), ("group", group, "read"), ("topic", "orders", "read")]
+    return ("POST", f"/v1/transactions/{txn}/acks", body), grants
 
 
 def _fixed(request: Request, grants: list[Grant]) -> Callable[[World], tuple[Request, list[Grant]]]:
@@ -254,16 +292,7 @@ CASES: dict[tuple[str, str], list[Case]] = {
         )
     ],
     ("POST", "/v1/transactions"): [
-        Case(
-            lambda w: (
-                (
-                    "POST",
-                    "/v1/transactions",
-                    dict(zip(("producer_id", "producer_epoch"), w.transactional(t := w.fresh("tx")), strict=True)),
-                ),
-                [("transactional_id", t, "write")],
-            )
-        ),
+        Case(_begin_with_producer, owned=_begin_with_own_producer),
         Case(_fixed(("POST", "/v1/transactions", {}), [("cluster", "cluster", "write")])),  # Pulsar-style
     ],
     ("GET", "/v1/transactions/{txn_id}"): [
@@ -368,20 +397,19 @@ CASES: dict[tuple[str, str], list[Case]] = {
             )
         )
     ],
-    ("POST", "/v1/share-groups/{group}/acks"): [
+    ("POST", "/v1/share-groups/{group}/acks"): [Case(_share_acks)],
+    ("POST", "/v1/share-groups/{group}/extend"): [Case(_share_extend)],
+    ("GET", "/v1/share-groups/{group}"): [
+        Case(_share_group, listed=("topics", "topic", "orders"), filtered_by=(("topic", "orders", "describe"),))
+    ],
+    ("POST", "/v1/transactions/{txn_id}/acks"): [Case(_acks_in_transaction)],
+    ("GET", "/v1/groups/{group}"): [
         Case(
-            _fixed(
-                ("POST", "/v1/share-groups/sg/acks", {"acks": [{"receipt": "not-a-receipt", "type": "ACCEPT"}]}),
-                [("group", "sg", "read")],
-            )
+            _fixed(("GET", "/v1/groups/seeded", None), [("group", "seeded", "describe"), ("topic", "orders", "describe")]),
+            listed=("offsets", "topic", "orders"),
+            filtered_by=(("topic", "orders", "describe"),),
         )
     ],
-    ("POST", "/v1/share-groups/{group}/extend"): [
-        Case(_fixed(("POST", "/v1/share-groups/sg/extend", {"receipts": ["not-a-receipt"]}), [("group", "sg", "read")]))
-    ],
-    ("GET", "/v1/share-groups/{group}"): [Case(_share_group)],
-    ("POST", "/v1/transactions/{txn_id}/acks"): [Case(_acks_in_transaction)],
-    ("GET", "/v1/groups/{group}"): [Case(_fixed(("GET", "/v1/groups/seeded", None), [("group", "seeded", "describe")]))],
 }
 
 
@@ -406,6 +434,32 @@ def send(world: World, request: Request, token: str | None) -> Any:
     method, url, body = request
     headers = {} if token is None else {"Authorization": f"Bearer {token}"}
     return world.admin.request(method, url, json=body, headers=headers)
+
+
+ANY_JSON_FIELDS = {"value"}  # fields declared as any JSON value: no type is wrong for them
+
+
+def wrong_types(value: Any, where: str = "body") -> Iterator[tuple[str, Any]]:
+    """Every way to give one field of ``value`` a value of a JSON type it does not have: (where, the body)."""
+    if isinstance(value, dict):
+        for key, item in value.items():
+            if key in ANY_JSON_FIELDS:
+                continue
+            for place, wrong in wrong_types(item, f"{where}.{key}"):
+                yield place, {**value, key: wrong}
+    elif isinstance(value, list):
+        for index, item in enumerate(value):
+            for place, wrong in wrong_types(item, f"{where}[{index}]"):
+                yield place, [*value[:index], wrong, *value[index + 1 :]]
+        yield where, "[]"
+    if isinstance(value, bool):
+        yield from ((where, wrong) for wrong in ("true", "false", 1, 0, "yes", "on", 1.0))
+    elif isinstance(value, int):
+        yield from ((where, wrong) for wrong in (str(value), float(value), True, [value]))
+    elif isinstance(value, str):
+        yield from ((where, wrong) for wrong in (7, True, [value], {"s": value}))
+    elif isinstance(value, dict):
+        yield where, "{}"
 
 
 def check_case(world: World, route: tuple[str, str], case: Case) -> list[str]:
@@ -441,7 +495,20 @@ def check_case(world: World, route: tuple[str, str], case: Case) -> list[str]:
         shown = send(world, request, world.token_of(unfiltered)).json()[items]
         if any(item[item_field] == name for item in shown):
             problems.append(f"{label}: lists {name} to a principal without the right")
-    answer = send(world, request, world.token_of(grants))
+    method, url, body = request
+    if body is not None:
+        allowed = world.token_of(grants)
+        for where, wrong in wrong_types(body):
+            answer = send(world, (method, url, wrong), allowed)
+            if answer.status_code < 400 or answer.status_code >= 500:
+                problems.append(f"{label}: {where} = {wrong!r} answered {answer.status_code}, expected a 4xx refusal")
+    allowed = world.token_of(grants)
+    if case.owned is not None:
+        request = case.owned(world, allowed)
+        stranger = send(world, request, world.token_of(grants))  # the same rights, someone else's producer
+        if stranger.status_code != 403:
+            problems.append(f"{label}: another principal's producer id answered {stranger.status_code}, expected 403")
+    answer = send(world, request, allowed)
     if answer.status_code >= 300:
         problems.append(f"{label}: with {grants} {answer.status_code} {answer.text[:200]}, expected success")
     elif case.listed is not None:
