@@ -1,6 +1,6 @@
 """HTTP transport: the one retry loop, for both the blocking and the asyncio client.
 
-Every broker request is a :class:`Call` (built in :mod:`sdk._api`): method, path,
+Every broker request is a :class:`Call` (built in :mod:`sdk.calls`): method, path,
 body, whether resending it is safe, and how to parse the answer. The decision
 "retry or give up, and after how long" lives once, in :func:`retry_delay`; the two
 drivers below (:class:`Transport`, :class:`AsyncTransport`) only differ in how

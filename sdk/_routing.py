@@ -12,8 +12,8 @@ import itertools
 from collections.abc import Iterator
 from dataclasses import dataclass, field
 
-from sdk._api import TopicPartition
 from sdk._partitioner import partition_for_key
+from sdk.calls import TopicPartition
 from sdk.errors import (
     HalfmqError,
     OutOfOrderSequenceError,

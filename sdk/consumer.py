@@ -28,12 +28,12 @@ from collections.abc import Callable, Iterable, Iterator, Mapping
 from types import TracebackType
 from typing import TYPE_CHECKING
 
-from sdk import _api
-from sdk._api import TopicPartition
+from sdk import calls
 from sdk._consumer_core import MAX_BROKER_WAIT_MS, ConsumerCore
 from sdk._http import DEFAULT_MAX_CONNECTIONS, DEFAULT_TIMEOUT, RetryPolicy, Transport
 from sdk._membership import Membership, exactly_once_committer
 from sdk._txn_state import TransactionState
+from sdk.calls import TopicPartition
 from sdk.errors import (
     BrokerUnavailableError,
     FencedMemberEpochError,
@@ -232,7 +232,7 @@ class Consumer:
         return batch
 
     def _fetch(self, tp: TopicPartition, max_messages: int, wait_ms: int) -> list[Message]:
-        call = _api.fetch(
+        call = calls.fetch(
             tp[0], tp[1], self._core.positions[tp], max_messages=max_messages,
             max_wait_ms=min(wait_ms, MAX_BROKER_WAIT_MS), isolation=self._core.isolation_level,
         )
@@ -241,7 +241,7 @@ class Consumer:
         except OffsetOutOfRangeError:
             # Committed offset no longer (or not yet) in the log: start over per
             # auto_offset_reset, as Kafka consumers do.
-            metadata = self._transport.call(_api.get_topic(tp[0]))
+            metadata = self._transport.call(calls.get_topic(tp[0]))
             self._core.seek(tp, self._core.reset_offset(tp, metadata))
             return []
         return self._core.record(tp, result)
@@ -266,7 +266,7 @@ class Consumer:
             return
         with self._lock:
             try:
-                self._transport.call(_api.commit_group_offsets(self._core.group, offsets, self.group_metadata()))
+                self._transport.call(calls.commit_group_offsets(self._core.group, offsets, self.group_metadata()))
             except FencedMemberEpochError:
                 self._wake_heartbeat.set()  # find out at once whether the membership is gone
                 raise
@@ -359,7 +359,7 @@ class Consumer:
             self._commit_transaction(producer)
         except FencedMemberEpochError:
             self._abandon(producer, {})
-        committed = {(c.topic, c.partition): c.offset for c in self._transport.call(_api.group_offsets(self.group))}
+        committed = {(c.topic, c.partition): c.offset for c in self._transport.call(calls.group_offsets(self.group))}
         for tp in list(self._core.positions):
             if tp in committed:
                 self._core.positions[tp] = self._core.committed[tp] = committed[tp]
@@ -375,7 +375,7 @@ class Consumer:
             topics = sorted(set(core.topics) | {t for t, _ in core.requested_partitions or []})
             metadata = {t: self._topic(t) for t in topics}
             partitions = core.assignment_for(list(metadata.values()))
-            committed = self._transport.call(_api.group_offsets(core.group))
+            committed = self._transport.call(calls.group_offsets(core.group))
             core.assign(partitions, metadata, committed)
             return
         with self._lock:
@@ -403,7 +403,7 @@ class Consumer:
             if lost or revoked:
                 self._wake_heartbeat.set()  # tell the broker now, so the next owner need not wait
         if assigned:
-            committed = self._transport.call(_api.group_offsets(self._core.group))
+            committed = self._transport.call(calls.group_offsets(self._core.group))
             metadata = {t: self._topic(t, fresh=True) for t in sorted({t for t, _ in assigned})}
             self._core.assign(assigned, metadata, committed)
             with self._lock:
@@ -462,7 +462,7 @@ class Consumer:
 
     def _topic(self, topic: str, *, fresh: bool = False) -> TopicMetadata:
         if fresh or topic not in self._metadata:
-            self._metadata[topic] = self._transport.call(_api.get_topic(topic))
+            self._metadata[topic] = self._transport.call(calls.get_topic(topic))
         return self._metadata[topic]
 
     # -- lifecycle ---------------------------------------------------------------------------------

@@ -12,10 +12,10 @@ import threading
 from types import TracebackType
 from typing import Any
 
-from sdk import _api
-from sdk._api import TopicPartition
+from sdk import calls
 from sdk._http import DEFAULT_MAX_CONNECTIONS, DEFAULT_TIMEOUT, RetryPolicy, Transport
 from sdk._routing import PartitionRouter, SequenceSession, outcome_unknown
+from sdk.calls import TopicPartition
 from sdk.errors import IllegalStateError
 from sdk.message import Message, to_wire
 
@@ -64,7 +64,7 @@ class Producer:
         """Partition count of ``topic`` (cached: partitions are never added)."""
         count = self._partition_counts.get(topic)
         if count is None:
-            count = self._transport.call(_api.get_topic(topic)).partition_count
+            count = self._transport.call(calls.get_topic(topic)).partition_count
             self._partition_counts[topic] = count
         return count
 
@@ -108,7 +108,7 @@ class Producer:
         with self._partition_lock(tp):
             session = self._current_session()
             base = session.base_sequence(tp)
-            call = _api.produce_to_partition(
+            call = calls.produce_to_partition(
                 tp[0], tp[1], wire, producer=session.identity, base_sequence=base
             )
             try:
@@ -127,7 +127,7 @@ class Producer:
     def _current_session(self) -> SequenceSession:
         with self._session_lock:
             if self._session is None:
-                self._session = SequenceSession(self._transport.call(_api.init_producer()))
+                self._session = SequenceSession(self._transport.call(calls.init_producer()))
             return self._session
 
     def _drop_session(self, session: SequenceSession) -> None:

@@ -22,7 +22,7 @@ from enum import Enum
 from types import TracebackType
 from typing import Any
 
-from sdk import _api
+from sdk import calls
 from sdk._callback_server import CallbackServer
 from sdk._http import DEFAULT_MAX_CONNECTIONS, DEFAULT_TIMEOUT, RetryPolicy, Transport
 from sdk.errors import HalfmqError, IllegalStateError, ListenerNotFoundError
@@ -158,7 +158,7 @@ class TransactionProducer:
             raise IllegalStateError("call start() first" if self._state is _Lifecycle.NEW else "producer is closed")
         transaction_id = msg.transaction_id or uuid.uuid4().hex
         receipt = self._transport.call(
-            _api.prepare_half_message(
+            calls.prepare_half_message(
                 msg.topic, self.producer_group, to_wire(msg.value, msg.key, msg.headers), transaction_id,
                 partition=msg.partition, check_immunity_seconds=self.check_immunity_seconds,
             )
@@ -180,7 +180,7 @@ class TransactionProducer:
             return
         action = "commit" if state is LocalTransactionState.COMMIT else "rollback"
         try:
-            self._transport.call(_api.end_half_message(message_id, action))
+            self._transport.call(calls.end_half_message(message_id, action))
         except HalfmqError as exc:
             # Like RocketMQ's one-way endTransaction: when the broker cannot be
             # reached the checker will ask us again, and we will answer the same.
@@ -205,7 +205,7 @@ class TransactionProducer:
         url = self.callback_url
         assert url is not None
         self._transport.call(
-            _api.register_listener(
+            calls.register_listener(
                 self.producer_group, self.instance_id, callback_url=url, ttl_seconds=self.ttl_seconds,
                 secret=self._secret,
             )
@@ -222,7 +222,7 @@ class TransactionProducer:
         while not self._stop.is_set():
             try:
                 checks = self._transport.call(
-                    _api.poll_checks(self.producer_group, max_wait_ms=self.poll_wait_ms, instance_id=self.instance_id)
+                    calls.poll_checks(self.producer_group, max_wait_ms=self.poll_wait_ms, instance_id=self.instance_id)
                 )
                 for check in checks:
                     self._end_polled(check)
@@ -253,7 +253,7 @@ class TransactionProducer:
         if self._server is not None:
             if was_started:
                 try:
-                    self._transport.call(_api.unregister_listener(self.producer_group, self.instance_id))
+                    self._transport.call(calls.unregister_listener(self.producer_group, self.instance_id))
                 except ListenerNotFoundError:
                     pass
                 except HalfmqError as exc:

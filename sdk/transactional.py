@@ -27,13 +27,13 @@ from collections.abc import Iterable, Iterator, Mapping
 from types import TracebackType
 from typing import Any
 
-from sdk import _api
-from sdk._api import TopicPartition
+from sdk import calls
 from sdk._http import DEFAULT_MAX_CONNECTIONS, DEFAULT_TIMEOUT, RetryPolicy, Transport
 from sdk._membership import committing_member, refreshed_member
 from sdk._routing import PartitionRouter
 from sdk._share_core import Receipted, failure, receipts_of
 from sdk._txn_state import TransactionManager, TransactionState
+from sdk.calls import TopicPartition
 from sdk.errors import ConcurrentTransactionsError, FencedMemberEpochError
 from sdk.message import to_wire
 from sdk.models import AckResult, GroupMetadata
@@ -104,7 +104,7 @@ class TransactionalProducer:
         with self._lock:
             if self._manager.state is not TransactionState.UNINITIALIZED:
                 self._manager.transition_to(TransactionState.READY)  # raises the explanatory error
-            identity = self._transport.call(_api.init_producer(self.transactional_id, self.transaction_timeout_ms))
+            identity = self._transport.call(calls.init_producer(self.transactional_id, self.transaction_timeout_ms))
             self._manager.initialized(identity)
 
     def begin_transaction(self) -> None:
@@ -136,7 +136,7 @@ class TransactionalProducer:
                 base = manager.base_sequence(tp)
                 # The first write begins the broker's transaction (no request of its own).
                 result = self._transport.call(
-                    _api.produce_to_partition(
+                    calls.produce_to_partition(
                         topic, p, [to_wire(value, key, headers)],
                         producer=manager.identity, base_sequence=base, txn_id=manager.txn_id, transactional=True,
                     )
@@ -163,12 +163,12 @@ class TransactionalProducer:
             with self._manager.failures_recorded():
                 txn_id = self._ensure_broker_transaction()
                 try:
-                    self._transport.call(_api.add_offsets_to_transaction(txn_id, name, offsets, member))
+                    self._transport.call(calls.add_offsets_to_transaction(txn_id, name, offsets, member))
                 except FencedMemberEpochError:
                     fresh = refreshed_member(offsets, member)  # a heartbeat moved the epoch on meanwhile
                     if fresh is None:
                         raise
-                    self._transport.call(_api.add_offsets_to_transaction(txn_id, name, offsets, fresh))
+                    self._transport.call(calls.add_offsets_to_transaction(txn_id, name, offsets, fresh))
 
     def send_acks_to_transaction(self, group: str, messages: Receipted | Iterable[Receipted]) -> list[AckResult]:
         """Acknowledge share-group messages (or receipts) of ``group`` in this transaction.
@@ -184,7 +184,7 @@ class TransactionalProducer:
             self._manager.require_in_transaction("send_acks_to_transaction")
             try:
                 txn_id = self._ensure_broker_transaction()
-                results = self._transport.call(_api.add_acks_to_transaction(txn_id, group, receipts_of(messages)))
+                results = self._transport.call(calls.add_acks_to_transaction(txn_id, group, receipts_of(messages)))
                 refused = failure(results)
                 if refused is not None:
                     raise refused
@@ -201,7 +201,7 @@ class TransactionalProducer:
             txn_id = self._manager.txn_id
             if self._manager.begin_commit() and txn_id is not None:
                 with self._manager.failures_recorded():
-                    self._transport.call(_api.end_transaction(txn_id, "commit"))
+                    self._transport.call(calls.end_transaction(txn_id, "commit"))
             self._manager.completed()
 
     def abort_transaction(self) -> None:
@@ -216,12 +216,12 @@ class TransactionalProducer:
                     # a new epoch aborts the transaction broker-side *and* restarts
                     # the numbering, which plain abort could not do.
                     identity = self._transport.call(
-                        _api.init_producer(self.transactional_id, self.transaction_timeout_ms)
+                        calls.init_producer(self.transactional_id, self.transaction_timeout_ms)
                     )
                     manager.initialized(identity)
                     return
                 if needs_request and txn_id is not None:
-                    self._transport.call(_api.end_transaction(txn_id, "abort"))
+                    self._transport.call(calls.end_transaction(txn_id, "abort"))
             manager.completed()
 
     @contextlib.contextmanager
@@ -248,7 +248,7 @@ class TransactionalProducer:
         manager = self._manager
         if manager.txn_id is None:
             try:
-                info = self._transport.call(_api.begin_transaction(manager.identity, self.transaction_timeout_ms))
+                info = self._transport.call(calls.begin_transaction(manager.identity, self.transaction_timeout_ms))
             except ConcurrentTransactionsError:
                 # An earlier begin whose answer we lost is open on the broker; only
                 # a new epoch can end it.
@@ -260,7 +260,7 @@ class TransactionalProducer:
     def _partitions_for(self, topic: str) -> int:
         count = self._partition_counts.get(topic)
         if count is None:
-            count = self._transport.call(_api.get_topic(topic)).partition_count
+            count = self._transport.call(calls.get_topic(topic)).partition_count
             self._partition_counts[topic] = count
         return count
 

@@ -5,7 +5,7 @@ from __future__ import annotations
 from types import TracebackType
 from typing import Self
 
-from sdk import _api
+from sdk import calls
 from sdk._http import AsyncTransport, RetryPolicy
 
 
@@ -32,7 +32,7 @@ class AsyncBase:
         """Partition count of ``topic`` (cached: partitions are never added)."""
         count = self._partition_counts.get(topic)
         if count is None:
-            count = (await self._transport.call(_api.get_topic(topic))).partition_count
+            count = (await self._transport.call(calls.get_topic(topic))).partition_count
             self._partition_counts[topic] = count
         return count
 

@@ -5,11 +5,11 @@ from __future__ import annotations
 import asyncio
 from typing import Any
 
-from sdk import _api
-from sdk._api import TopicPartition
+from sdk import calls
 from sdk._http import DEFAULT_MAX_CONNECTIONS, DEFAULT_TIMEOUT, RetryPolicy
 from sdk._routing import PartitionRouter, SequenceSession, outcome_unknown
 from sdk.aio._base import AsyncBase
+from sdk.calls import TopicPartition
 from sdk.errors import IllegalStateError
 from sdk.message import Message, to_wire
 
@@ -67,7 +67,7 @@ class AsyncProducer(AsyncBase):
         async with self._partition_locks.setdefault(tp, asyncio.Lock()):
             session = await self._current_session()
             base = session.base_sequence(tp)
-            call = _api.produce_to_partition(tp[0], tp[1], wire, producer=session.identity, base_sequence=base)
+            call = calls.produce_to_partition(tp[0], tp[1], wire, producer=session.identity, base_sequence=base)
             try:
                 result = await self._transport.call(call)
             except Exception as exc:
@@ -80,7 +80,7 @@ class AsyncProducer(AsyncBase):
     async def _current_session(self) -> SequenceSession:
         async with self._session_lock:
             if self._session is None:
-                self._session = SequenceSession(await self._transport.call(_api.init_producer()))
+                self._session = SequenceSession(await self._transport.call(calls.init_producer()))
             return self._session
 
     async def close(self) -> None:

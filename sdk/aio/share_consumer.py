@@ -11,7 +11,6 @@ from collections.abc import AsyncIterator, Awaitable, Callable, Iterable
 from types import TracebackType
 from typing import Any
 
-from sdk._api import ShareAck
 from sdk._http import DEFAULT_MAX_CONNECTIONS, DEFAULT_TIMEOUT, AsyncTransport, Call, RetryPolicy
 from sdk._share_core import (
     DEFAULT_LOCK_MS,
@@ -22,6 +21,7 @@ from sdk._share_core import (
     receipts_of,
     report,
 )
+from sdk.calls import ShareAck
 from sdk.models import AckResult, ReceivedMessage, ShareGroupInfo
 
 logger = logging.getLogger("halfmq.sdk")

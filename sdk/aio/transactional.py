@@ -8,14 +8,14 @@ import logging
 from collections.abc import AsyncIterator, Iterable, Mapping
 from typing import Any
 
-from sdk import _api
-from sdk._api import TopicPartition
+from sdk import calls
 from sdk._http import DEFAULT_MAX_CONNECTIONS, DEFAULT_TIMEOUT, RetryPolicy
 from sdk._membership import committing_member, refreshed_member
 from sdk._routing import PartitionRouter
 from sdk._share_core import Receipted, failure, receipts_of
 from sdk._txn_state import TransactionManager, TransactionState
 from sdk.aio._base import AsyncBase
+from sdk.calls import TopicPartition
 from sdk.errors import ConcurrentTransactionsError, FencedMemberEpochError
 from sdk.message import to_wire
 from sdk.models import AckResult, GroupMetadata
@@ -57,7 +57,7 @@ class AsyncTransactionalProducer(AsyncBase):
             await self._init_producer()
 
     async def _init_producer(self) -> None:
-        identity = await self._transport.call(_api.init_producer(self.transactional_id, self.transaction_timeout_ms))
+        identity = await self._transport.call(calls.init_producer(self.transactional_id, self.transaction_timeout_ms))
         self._manager.initialized(identity)
 
     def begin_transaction(self) -> None:
@@ -78,7 +78,7 @@ class AsyncTransactionalProducer(AsyncBase):
                 base = manager.base_sequence(tp)
                 # The first write begins the broker's transaction (no request of its own).
                 result = await self._transport.call(
-                    _api.produce_to_partition(
+                    calls.produce_to_partition(
                         topic, p, [to_wire(value, key, headers)], producer=manager.identity, base_sequence=base,
                         txn_id=manager.txn_id, transactional=True,
                     )
@@ -97,12 +97,12 @@ class AsyncTransactionalProducer(AsyncBase):
             with self._manager.failures_recorded():
                 txn_id = await self._ensure_broker_transaction()
                 try:
-                    await self._transport.call(_api.add_offsets_to_transaction(txn_id, name, offsets, member))
+                    await self._transport.call(calls.add_offsets_to_transaction(txn_id, name, offsets, member))
                 except FencedMemberEpochError:
                     fresh = refreshed_member(offsets, member)  # a heartbeat moved the epoch on meanwhile
                     if fresh is None:
                         raise
-                    await self._transport.call(_api.add_offsets_to_transaction(txn_id, name, offsets, fresh))
+                    await self._transport.call(calls.add_offsets_to_transaction(txn_id, name, offsets, fresh))
 
     async def send_acks_to_transaction(
         self, group: str, messages: Receipted | Iterable[Receipted]
@@ -112,7 +112,7 @@ class AsyncTransactionalProducer(AsyncBase):
             self._manager.require_in_transaction("send_acks_to_transaction")
             try:
                 txn_id = await self._ensure_broker_transaction()
-                call = _api.add_acks_to_transaction(txn_id, group, receipts_of(messages))
+                call = calls.add_acks_to_transaction(txn_id, group, receipts_of(messages))
                 results = await self._transport.call(call)
                 refused = failure(results)
                 if refused is not None:
@@ -127,7 +127,7 @@ class AsyncTransactionalProducer(AsyncBase):
             txn_id = self._manager.txn_id
             if self._manager.begin_commit() and txn_id is not None:
                 with self._manager.failures_recorded():
-                    await self._transport.call(_api.end_transaction(txn_id, "commit"))
+                    await self._transport.call(calls.end_transaction(txn_id, "commit"))
             self._manager.completed()
 
     async def abort_transaction(self) -> None:
@@ -141,7 +141,7 @@ class AsyncTransactionalProducer(AsyncBase):
                     await self._init_producer()
                     return
                 if needs_request and txn_id is not None:
-                    await self._transport.call(_api.end_transaction(txn_id, "abort"))
+                    await self._transport.call(calls.end_transaction(txn_id, "abort"))
             manager.completed()
 
     @contextlib.asynccontextmanager
@@ -167,7 +167,7 @@ class AsyncTransactionalProducer(AsyncBase):
         if manager.txn_id is None:
             try:
                 info = await self._transport.call(
-                    _api.begin_transaction(manager.identity, self.transaction_timeout_ms)
+                    calls.begin_transaction(manager.identity, self.transaction_timeout_ms)
                 )
             except ConcurrentTransactionsError:
                 manager.needs_epoch_bump = True

@@ -1,8 +1,10 @@
-"""Every broker request the SDK makes, as a :class:`~sdk._http.Call` (no I/O here).
+"""Every broker request, as a :class:`Call` (no I/O here): the SDK's public call builders.
 
 Blocking and asyncio classes both build their requests with these functions and
 hand them to their transport, so a path, a body shape or an idempotency decision
-is written down exactly once.
+is written down exactly once. Tools that speak the broker's HTTP API for their own
+ends (the replicator, the Spark source, the ``halfmq`` CLI) build theirs here too,
+and send them with :meth:`sdk.Client.call`.
 """
 
 from __future__ import annotations
