@@ -3,11 +3,12 @@
 from __future__ import annotations
 
 from collections.abc import Iterable, Mapping
-from types import TracebackType
-from typing import Any
+from typing import Any, TypeVar, Unpack
 
 from sdk import calls
-from sdk._http import DEFAULT_MAX_CONNECTIONS, DEFAULT_TIMEOUT, RetryPolicy, Transport
+from sdk._base import SyncBase
+from sdk._connection import ConnectionOptions
+from sdk._http import Call
 from sdk.calls import TopicPartition
 from sdk.errors import TopicExistsError
 from sdk.message import Message, to_wire
@@ -20,8 +21,10 @@ from sdk.models import (
     TransactionInfo,
 )
 
+T = TypeVar("T")
 
-class Client:
+
+class Client(SyncBase):
     """A blocking connection to one broker (``Client("http://127.0.0.1:8080")``).
 
     Thread-safe; holds a small connection pool (see :mod:`sdk._http` for why it is
@@ -29,20 +32,8 @@ class Client:
     their own; this one is for administration and for the raw endpoints.
     """
 
-    def __init__(
-        self,
-        url: str,
-        *,
-        timeout: float = DEFAULT_TIMEOUT,
-        retry: RetryPolicy | None = None,
-        max_connections: int = DEFAULT_MAX_CONNECTIONS,
-        token: str | None = None,
-        verify: bool | str = True,
-    ) -> None:
-        self.url = url.rstrip("/")
-        self._transport = Transport(
-            self.url, timeout=timeout, retry=retry, max_connections=max_connections, token=token, verify=verify
-        )
+    def __init__(self, url: str, **connection: Unpack[ConnectionOptions]) -> None:
+        super().__init__(url, **connection)
 
     # --- topics ------------------------------------------------------------------
 
@@ -137,16 +128,7 @@ class Client:
         """``GET /healthz``; raises if the broker is unreachable."""
         return self._transport.call(calls.health())
 
-    # --- lifecycle ------------------------------------------------------------------
-
-    def close(self) -> None:
-        """Close the connection pool."""
-        self._transport.close()
-
-    def __enter__(self) -> Client:
-        return self
-
-    def __exit__(
-        self, exc_type: type[BaseException] | None, exc: BaseException | None, tb: TracebackType | None
-    ) -> None:
-        self.close()
+    def call(self, call: Call[T]) -> T:
+        """Send any request built by :mod:`sdk.calls` (with this client's token, retries and
+        typed errors) and return its parsed answer: for what has no method of its own."""
+        return self._transport.call(call)

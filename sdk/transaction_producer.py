@@ -19,12 +19,12 @@ import socket
 import threading
 import uuid
 from enum import Enum
-from types import TracebackType
-from typing import Any
+from typing import Any, Self, Unpack
 
 from sdk import calls
+from sdk._base import SyncBase
 from sdk._callback_server import CallbackServer
-from sdk._http import DEFAULT_MAX_CONNECTIONS, DEFAULT_TIMEOUT, RetryPolicy, Transport
+from sdk._connection import ConnectionOptions
 from sdk.errors import HalfmqError, IllegalStateError, ListenerNotFoundError
 from sdk.message import Message, from_wire, to_wire
 from sdk.transaction_listener import (
@@ -61,7 +61,7 @@ def _unknown_outcome(exc: HalfmqError) -> bool:
     return exc.status is None or exc.status >= 500
 
 
-class TransactionProducer:
+class TransactionProducer(SyncBase):
     """``TransactionProducer(url, producer_group, listener, callback_host="127.0.0.1", callback_port=0)``.
 
     Call :meth:`start` (or use ``with``) before sending and :meth:`close` after.
@@ -84,13 +84,9 @@ class TransactionProducer:
         ttl_seconds: int = 30,
         poll_wait_ms: int = 1000,
         check_immunity_seconds: float | None = None,
-        timeout: float = DEFAULT_TIMEOUT,
-        retry: RetryPolicy | None = None,
-        max_connections: int = DEFAULT_MAX_CONNECTIONS,
-        token: str | None = None,
-        verify: bool | str = True,
+        **connection: Unpack[ConnectionOptions],
     ) -> None:
-        self.url = url.rstrip("/")
+        super().__init__(url, **connection)
         self.producer_group = producer_group
         self.listener = listener
         self.callback_host = callback_host
@@ -103,9 +99,6 @@ class TransactionProducer:
         # Per instance, never logged: it proves to our callback server that a
         # check comes from the broker we registered with.
         self._secret = secrets.token_hex(32)
-        self._transport = Transport(
-            self.url, timeout=timeout, retry=retry, max_connections=max_connections, token=token, verify=verify
-        )
         self._server: CallbackServer | None = None
         self._thread: threading.Thread | None = None
         self._stop = threading.Event()
@@ -118,7 +111,7 @@ class TransactionProducer:
             return None
         return self._advertised_url or f"http://{self.callback_host}:{self._server.port}/halfmq/check"
 
-    def start(self) -> TransactionProducer:
+    def start(self) -> Self:
         """Start the callback server and register it (or start polling); returns ``self``."""
         if self._state is not _Lifecycle.NEW:
             raise IllegalStateError(f"start() on a producer that is {self._state.value}")
@@ -131,7 +124,7 @@ class TransactionProducer:
                 self._register()
             except BaseException:
                 self._server.close()
-                self._transport.close()
+                super().close()
                 self._state = _Lifecycle.CLOSED
                 raise
             target, name = self._heartbeat_loop, "heartbeat"
@@ -259,12 +252,7 @@ class TransactionProducer:
                 except HalfmqError as exc:
                     logger.warning("could not unregister listener %s: %s", self.instance_id, exc)
             self._server.close()
-        self._transport.close()
+        super().close()
 
-    def __enter__(self) -> TransactionProducer:
+    def __enter__(self) -> Self:
         return self.start()
-
-    def __exit__(
-        self, exc_type: type[BaseException] | None, exc: BaseException | None, tb: TracebackType | None
-    ) -> None:
-        self.close()

@@ -24,11 +24,11 @@ import contextlib
 import logging
 import threading
 from collections.abc import Iterable, Iterator, Mapping
-from types import TracebackType
-from typing import Any
+from typing import Any, Unpack
 
 from sdk import calls
-from sdk._http import DEFAULT_MAX_CONNECTIONS, DEFAULT_TIMEOUT, RetryPolicy, Transport
+from sdk._base import SyncBase
+from sdk._connection import ConnectionOptions
 from sdk._membership import committing_member, refreshed_member
 from sdk._routing import PartitionRouter
 from sdk._share_core import Receipted, failure, receipts_of
@@ -44,7 +44,7 @@ DEFAULT_TRANSACTION_TIMEOUT_MS = 60_000
 """How long the broker lets a transaction stay open before aborting it (and fencing us)."""
 
 
-class TransactionalProducer:
+class TransactionalProducer(SyncBase):
     """Transactional producer for ``transactional_id``; see the module docstring.
 
     Thread-safe: calls are serialised. Raises :class:`~sdk.errors.ProducerFencedError`
@@ -60,21 +60,13 @@ class TransactionalProducer:
         transactional_id: str,
         *,
         transaction_timeout_ms: int = DEFAULT_TRANSACTION_TIMEOUT_MS,
-        timeout: float = DEFAULT_TIMEOUT,
-        retry: RetryPolicy | None = None,
-        max_connections: int = DEFAULT_MAX_CONNECTIONS,
-        token: str | None = None,
-        verify: bool | str = True,
+        **connection: Unpack[ConnectionOptions],
     ) -> None:
-        self.url = url.rstrip("/")
+        super().__init__(url, **connection)
         self.transactional_id = transactional_id
         self.transaction_timeout_ms = transaction_timeout_ms
-        self._transport = Transport(
-            self.url, timeout=timeout, retry=retry, max_connections=max_connections, token=token, verify=verify
-        )
         self._manager = TransactionManager(transactional_id)
         self._router = PartitionRouter()
-        self._partition_counts: dict[str, int] = {}
         self._lock = threading.RLock()
 
     @property
@@ -129,9 +121,8 @@ class TransactionalProducer:
         with self._lock:
             manager = self._manager
             manager.require_in_transaction("send")
-            with manager.failures_recorded():
-                count = self._partitions_for(topic)
-                p = self._router.choose(topic, key, partition, count)
+            with manager.failures_recorded(), self._partition_counts.watching(topic):
+                p = self._router.choose(topic, key, partition, self._partition_count(topic, partition))
                 tp: TopicPartition = (topic, p)
                 base = manager.base_sequence(tp)
                 # The first write begins the broker's transaction (no request of its own).
@@ -257,25 +248,10 @@ class TransactionalProducer:
             manager.txn_id = info.txn_id
         return manager.txn_id
 
-    def _partitions_for(self, topic: str) -> int:
-        count = self._partition_counts.get(topic)
-        if count is None:
-            count = self._transport.call(calls.get_topic(topic)).partition_count
-            self._partition_counts[topic] = count
-        return count
-
     def close(self) -> None:
         """Abort an open transaction (best effort) and release connections."""
         with self._lock:
             self._abort_quietly()
             if self._manager.state is not TransactionState.CLOSED:
                 self._manager.close()
-            self._transport.close()
-
-    def __enter__(self) -> TransactionalProducer:
-        return self
-
-    def __exit__(
-        self, exc_type: type[BaseException] | None, exc: BaseException | None, tb: TracebackType | None
-    ) -> None:
-        self.close()
+            super().close()

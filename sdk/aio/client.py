@@ -3,10 +3,11 @@
 from __future__ import annotations
 
 from collections.abc import Iterable, Mapping
-from typing import Any
+from typing import Any, TypeVar, Unpack
 
 from sdk import calls
-from sdk._http import DEFAULT_MAX_CONNECTIONS, DEFAULT_TIMEOUT, RetryPolicy
+from sdk._connection import ConnectionOptions
+from sdk._http import Call
 from sdk.aio._base import AsyncBase
 from sdk.calls import TopicPartition
 from sdk.errors import TopicExistsError
@@ -20,15 +21,14 @@ from sdk.models import (
     TransactionInfo,
 )
 
+T = TypeVar("T")
+
 
 class AsyncClient(AsyncBase):
     """Asyncio twin of :class:`sdk.Client` (topics, raw fetch, group offsets, states)."""
 
-    def __init__(
-        self, url: str, *, timeout: float = DEFAULT_TIMEOUT, retry: RetryPolicy | None = None,
-        max_connections: int = DEFAULT_MAX_CONNECTIONS, token: str | None = None, verify: bool | str = True,
-    ) -> None:
-        super().__init__(url, timeout, retry, max_connections, token=token, verify=verify)
+    def __init__(self, url: str, **connection: Unpack[ConnectionOptions]) -> None:
+        super().__init__(url, **connection)
 
     async def create_topic(self, name: str, partitions: int = 1, *, exist_ok: bool = False) -> None:
         """Create ``name``; ``exist_ok`` ignores TOPIC_EXISTS."""
@@ -104,3 +104,7 @@ class AsyncClient(AsyncBase):
     async def health(self) -> Any:
         """``GET /healthz``; raises if the broker is unreachable."""
         return await self._transport.call(calls.health())
+
+    async def call(self, call: Call[T]) -> T:
+        """Send any request built by :mod:`sdk.calls`; its parsed answer (see :meth:`sdk.Client.call`)."""
+        return await self._transport.call(call)

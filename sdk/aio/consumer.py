@@ -9,11 +9,11 @@ import inspect
 import logging
 import time
 from collections.abc import AsyncIterator, Awaitable, Callable, Iterable, Mapping
-from typing import TYPE_CHECKING
+from typing import TYPE_CHECKING, Unpack
 
 from sdk import calls
+from sdk._connection import ConnectionOptions
 from sdk._consumer_core import MAX_BROKER_WAIT_MS, ConsumerCore
-from sdk._http import DEFAULT_MAX_CONNECTIONS, DEFAULT_TIMEOUT, RetryPolicy
 from sdk._membership import Membership, exactly_once_committer
 from sdk._txn_state import TransactionState
 from sdk.aio._base import AsyncBase
@@ -56,10 +56,9 @@ class AsyncConsumer(AsyncBase):
         session_timeout_ms: int | None = None,
         partitions: Iterable[TopicPartition] | None = None, auto_offset_reset: str = "earliest",
         max_poll_messages: int = 500, long_poll_slice: float = DEFAULT_LONG_POLL_SLICE,
-        timeout: float = DEFAULT_TIMEOUT, retry: RetryPolicy | None = None,
-        max_connections: int = DEFAULT_MAX_CONNECTIONS, token: str | None = None, verify: bool | str = True,
+        **connection: Unpack[ConnectionOptions],
     ) -> None:
-        super().__init__(url, timeout, retry, max_connections, token=token, verify=verify)
+        super().__init__(url, **connection)
         self._core = ConsumerCore(
             group, topics, partitions=partitions, isolation_level=isolation_level, auto_offset_reset=auto_offset_reset,
             delivery=delivery, auto_commit=auto_commit,
@@ -73,7 +72,6 @@ class AsyncConsumer(AsyncBase):
         self._assignment_changed = asyncio.Event()
         self._wake_heartbeat = asyncio.Event()
         self._heartbeats: asyncio.Task[None] | None = None
-        self._metadata: dict[str, TopicMetadata] = {}
 
     @property
     def group(self) -> str:
@@ -342,7 +340,7 @@ class AsyncConsumer(AsyncBase):
                 self._wake_heartbeat.set()
         if assigned:
             committed = await self._transport.call(calls.group_offsets(self._core.group))
-            metadata = {t: await self._topic(t, fresh=True) for t in sorted({t for t, _ in assigned})}
+            metadata = {t: await self._topic(t) for t in sorted({t for t, _ in assigned})}
             self._core.assign(assigned, metadata, committed)
             membership.taken_up(assigned)
             await _call_back(self.on_assigned, assigned)
@@ -392,10 +390,9 @@ class AsyncConsumer(AsyncBase):
             self._assignment_changed.set()
         return again
 
-    async def _topic(self, topic: str, *, fresh: bool = False) -> TopicMetadata:
-        if fresh or topic not in self._metadata:
-            self._metadata[topic] = await self._transport.call(calls.get_topic(topic))
-        return self._metadata[topic]
+    async def _topic(self, topic: str) -> TopicMetadata:
+        """Where ``topic``'s partitions start and end now (for where a partition taken up starts)."""
+        return await self._transport.call(calls.get_topic(topic))
 
     # -- lifecycle ---------------------------------------------------------------------------------
 

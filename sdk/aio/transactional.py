@@ -6,10 +6,10 @@ import asyncio
 import contextlib
 import logging
 from collections.abc import AsyncIterator, Iterable, Mapping
-from typing import Any
+from typing import Any, Unpack
 
 from sdk import calls
-from sdk._http import DEFAULT_MAX_CONNECTIONS, DEFAULT_TIMEOUT, RetryPolicy
+from sdk._connection import ConnectionOptions
 from sdk._membership import committing_member, refreshed_member
 from sdk._routing import PartitionRouter
 from sdk._share_core import Receipted, failure, receipts_of
@@ -28,11 +28,14 @@ class AsyncTransactionalProducer(AsyncBase):
     """Asyncio twin of :class:`sdk.TransactionalProducer`; ``async with producer.transaction():``."""
 
     def __init__(
-        self, url: str, transactional_id: str, *, transaction_timeout_ms: int = DEFAULT_TRANSACTION_TIMEOUT_MS,
-        timeout: float = DEFAULT_TIMEOUT, retry: RetryPolicy | None = None,
-        max_connections: int = DEFAULT_MAX_CONNECTIONS, token: str | None = None, verify: bool | str = True,
+        self,
+        url: str,
+        transactional_id: str,
+        *,
+        transaction_timeout_ms: int = DEFAULT_TRANSACTION_TIMEOUT_MS,
+        **connection: Unpack[ConnectionOptions],
     ) -> None:
-        super().__init__(url, timeout, retry, max_connections, token=token, verify=verify)
+        super().__init__(url, **connection)
         self.transactional_id = transactional_id
         self.transaction_timeout_ms = transaction_timeout_ms
         self._manager = TransactionManager(transactional_id)
@@ -72,8 +75,8 @@ class AsyncTransactionalProducer(AsyncBase):
         async with self._lock:
             manager = self._manager
             manager.require_in_transaction("send")
-            with manager.failures_recorded():
-                p = self._router.choose(topic, key, partition, await self.partitions_for(topic))
+            with manager.failures_recorded(), self._partition_counts.watching(topic):
+                p = self._router.choose(topic, key, partition, await self._partition_count(topic, partition))
                 tp = (topic, p)
                 base = manager.base_sequence(tp)
                 # The first write begins the broker's transaction (no request of its own).
