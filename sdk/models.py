@@ -64,11 +64,31 @@ class FetchResult:
     @classmethod
     def from_json(cls, body: Mapping[str, Any], topic: str, partition: int) -> FetchResult:
         """Build from the fetch endpoint's JSON, decoding ``value_base64`` to bytes."""
-        messages = [
-            from_wire({"topic": topic, "partition": partition, **m}) for m in body.get("messages") or []
-        ]
+        raw = RawFetchResult.from_json(body)
         return cls(
-            messages=messages,
+            messages=[from_wire({"topic": topic, "partition": partition, **m}) for m in raw.messages],
+            next_offset=raw.next_offset,
+            high_watermark=raw.high_watermark,
+            last_stable_offset=raw.last_stable_offset,
+        )
+
+
+@dataclass(frozen=True)
+class RawFetchResult:
+    """One fetch as the broker sent it: each message the JSON object it came as (values not
+    decoded, ``value_base64`` left as text), for callers that pass messages on rather than
+    read them (the replicator, the Spark source). :class:`FetchResult` decodes them."""
+
+    messages: list[dict[str, Any]]
+    next_offset: int
+    high_watermark: int
+    last_stable_offset: int
+
+    @classmethod
+    def from_json(cls, body: Mapping[str, Any]) -> RawFetchResult:
+        """Build from the fetch endpoint's JSON."""
+        return cls(
+            messages=list(body.get("messages") or []),
             next_offset=int(body["next_offset"]),
             high_watermark=int(body.get("high_watermark", body["next_offset"])),
             last_stable_offset=int(body.get("last_stable_offset", body.get("high_watermark", 0))),
