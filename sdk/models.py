@@ -10,7 +10,7 @@ from collections.abc import Mapping
 from dataclasses import dataclass
 from typing import Any
 
-from sdk.message import Message, from_wire
+from sdk.message import Message, from_wire, message_fields
 
 
 @dataclass(frozen=True)
@@ -340,16 +340,10 @@ class ReceivedMessage(Message):
 
     @classmethod
     def from_json(cls, body: Mapping[str, Any]) -> ReceivedMessage:
-        """Build from one message of a share-group receive."""
-        base = from_wire(body)
+        """Build from one message of a share-group receive: the message's fields as every
+        message's (:func:`~sdk.message.message_fields`, by name), plus the lock's."""
         return cls(
-            topic=base.topic,
-            value=base.value,
-            key=base.key,
-            headers=base.headers,
-            partition=base.partition,
-            offset=base.offset,
-            timestamp=base.timestamp,
+            **message_fields(body),
             receipt=str(body["receipt"]),
             delivery_count=int(body["delivery_count"]),
             lock_expires_ms=int(body.get("lock_expires_ms") or 0),

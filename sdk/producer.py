@@ -60,7 +60,7 @@ class Producer(SyncBase):
         ``value`` is any JSON value or ``bytes``. Without ``partition`` the key's
         murmur2 hash picks it (as the broker would), without a key round-robin.
         """
-        return self.send_batch(topic, [Message(topic, value, key, headers or {})], partition=partition)[0]
+        return self.send_batch(topic, [Message(topic, value, key=key, headers=headers or {})], partition=partition)[0]
 
     def send_batch(self, topic: str, messages: list[Message], *, partition: int | None = None) -> list[tuple[int, int]]:
         """Write several messages of one topic; one request per partition involved.

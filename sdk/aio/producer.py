@@ -39,7 +39,7 @@ class AsyncProducer(AsyncBase):
         partition: int | None = None,
     ) -> tuple[int, int]:
         """Write one message exactly once; ``(partition, offset)``."""
-        return (await self.send_batch(topic, [Message(topic, value, key, headers or {})], partition=partition))[0]
+        return (await self.send_batch(topic, [Message(topic, value, key=key, headers=headers or {})], partition=partition))[0]
 
     async def send_batch(
         self, topic: str, messages: list[Message], *, partition: int | None = None
