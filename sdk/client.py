@@ -11,7 +11,7 @@ from sdk._connection import ConnectionOptions
 from sdk._http import Call
 from sdk.calls import TopicPartition
 from sdk.errors import TopicExistsError
-from sdk.message import Message, to_wire
+from sdk.message import Message, placed_on_wire
 from sdk.models import (
     CommittedOffset,
     FetchResult,
@@ -61,13 +61,7 @@ class Client(SyncBase):
         Not idempotent: a lost answer is not resent. Use :class:`~sdk.Producer` for
         exactly-once writes. A message's ``partition`` field, when set, is honoured.
         """
-        wire = []
-        for m in messages:
-            entry = to_wire(m.value, m.key, m.headers)
-            if m.partition is not None:
-                entry["partition"] = m.partition
-            wire.append(entry)
-        return self._transport.call(calls.produce(topic, wire))
+        return self._transport.call(calls.produce(topic, [placed_on_wire(m) for m in messages]))
 
     def fetch(
         self,

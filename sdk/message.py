@@ -70,6 +70,15 @@ def to_wire(value: Any, key: str | None = None, headers: Mapping[str, str] | Non
     return wire
 
 
+def placed_on_wire(message: Message) -> dict[str, Any]:
+    """``message`` in the produce shape of ``POST /v1/topics/{topic}/messages``: with its
+    ``partition`` when it names one (else the broker picks it by key)."""
+    wire = to_wire(message.value, message.key, message.headers)
+    if message.partition is not None:
+        wire["partition"] = message.partition
+    return wire
+
+
 def message_fields(payload: Mapping[str, Any], topic: str | None = None) -> dict[str, Any]:
     """The :class:`Message` fields of a message on the wire (fetched, received from a share
     group, or a back-check's body), by name: the one mapping from the wire to a message, which

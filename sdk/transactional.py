@@ -30,9 +30,9 @@ from sdk import calls
 from sdk._base import SyncBase
 from sdk._connection import ConnectionOptions
 from sdk._membership import committing_member, refreshed_member
-from sdk._routing import PartitionRouter
 from sdk._share_core import Receipted, failure, receipts_of
-from sdk._txn_state import TransactionManager, TransactionState
+from sdk._transactional_parts import DEFAULT_TRANSACTION_TIMEOUT_MS, TransactionalParts
+from sdk._txn_state import TransactionState
 from sdk.calls import TopicPartition
 from sdk.errors import ConcurrentTransactionsError, FencedMemberEpochError
 from sdk.message import to_wire
@@ -40,11 +40,10 @@ from sdk.models import AckResult, GroupMetadata
 
 logger = logging.getLogger("halfmq.sdk")
 
-DEFAULT_TRANSACTION_TIMEOUT_MS = 60_000
-"""How long the broker lets a transaction stay open before aborting it (and fencing us)."""
+__all__ = ["DEFAULT_TRANSACTION_TIMEOUT_MS", "TransactionalProducer"]
 
 
-class TransactionalProducer(SyncBase):
+class TransactionalProducer(TransactionalParts, SyncBase):
     """Transactional producer for ``transactional_id``; see the module docstring.
 
     Thread-safe: calls are serialised. Raises :class:`~sdk.errors.ProducerFencedError`
@@ -63,41 +62,15 @@ class TransactionalProducer(SyncBase):
         **connection: Unpack[ConnectionOptions],
     ) -> None:
         super().__init__(url, **connection)
-        self.transactional_id = transactional_id
-        self.transaction_timeout_ms = transaction_timeout_ms
-        self._manager = TransactionManager(transactional_id)
-        self._router = PartitionRouter()
+        self._take_transactional_id(transactional_id, transaction_timeout_ms)
         self._lock = threading.RLock()
-
-    @property
-    def state(self) -> TransactionState:
-        """The client-side transaction state (for diagnostics and tests)."""
-        return self._manager.state
-
-    @property
-    def producer_id(self) -> int | None:
-        """Producer id obtained by ``init_transactions()`` (``None`` before)."""
-        session = self._manager.session
-        return session.identity.producer_id if session else None
-
-    @property
-    def producer_epoch(self) -> int | None:
-        """Current epoch (``None`` before ``init_transactions()``)."""
-        session = self._manager.session
-        return session.identity.producer_epoch if session else None
-
-    @property
-    def transaction_id(self) -> str | None:
-        """The broker's id of the open transaction, once something was written to it."""
-        return self._manager.txn_id
 
     def init_transactions(self) -> None:
         """Register the transactional id: new epoch, older instances fenced. Call once."""
         with self._lock:
             if self._manager.state is not TransactionState.UNINITIALIZED:
                 self._manager.transition_to(TransactionState.READY)  # raises the explanatory error
-            identity = self._transport.call(calls.init_producer(self.transactional_id, self.transaction_timeout_ms))
-            self._manager.initialized(identity)
+            self._manager.initialized(self._transport.call(self._init_producer_call()))
 
     def begin_transaction(self) -> None:
         """Start a transaction (locally; the broker hears of it at the first write)."""
@@ -206,10 +179,7 @@ class TransactionalProducer(SyncBase):
                     # A write's fate is unknown, so its sequence number may be taken:
                     # a new epoch aborts the transaction broker-side *and* restarts
                     # the numbering, which plain abort could not do.
-                    identity = self._transport.call(
-                        calls.init_producer(self.transactional_id, self.transaction_timeout_ms)
-                    )
-                    manager.initialized(identity)
+                    manager.initialized(self._transport.call(self._init_producer_call()))
                     return
                 if needs_request and txn_id is not None:
                     self._transport.call(calls.end_transaction(txn_id, "abort"))

@@ -11,7 +11,7 @@ from sdk._http import Call
 from sdk.aio._base import AsyncBase
 from sdk.calls import TopicPartition
 from sdk.errors import TopicExistsError
-from sdk.message import Message, to_wire
+from sdk.message import Message, placed_on_wire
 from sdk.models import (
     CommittedOffset,
     FetchResult,
@@ -73,13 +73,7 @@ class AsyncClient(AsyncBase):
 
     async def produce(self, topic: str, messages: Iterable[Message]) -> list[tuple[int, int]]:
         """Write ``messages`` atomically, partitioned by the broker (not idempotent)."""
-        wire = []
-        for m in messages:
-            entry = to_wire(m.value, m.key, m.headers)
-            if m.partition is not None:
-                entry["partition"] = m.partition
-            wire.append(entry)
-        return await self._transport.call(calls.produce(topic, wire))
+        return await self._transport.call(calls.produce(topic, [placed_on_wire(m) for m in messages]))
 
     async def get_half_message(self, message_id: str) -> HalfMessageInfo:
         """State of one half message."""

@@ -37,17 +37,9 @@ class AsyncShareConsumer(AsyncBase):
     """
 
     def __init__(
-        self,
-        url: str,
-        group: str,
-        topic: str,
-        *,
-        max_messages: int = DEFAULT_MAX_MESSAGES,
-        lock_ms: int = DEFAULT_LOCK_MS,
-        ordered: bool = False,
-        auto_extend: bool = True,
-        max_extension: float | None = DEFAULT_MAX_EXTENSION,
-        on_acknowledged: Callable[[list[AckResult]], None] = report,
+        self, url: str, group: str, topic: str, *, max_messages: int = DEFAULT_MAX_MESSAGES,
+        lock_ms: int = DEFAULT_LOCK_MS, ordered: bool = False, auto_extend: bool = True,
+        max_extension: float | None = DEFAULT_MAX_EXTENSION, on_acknowledged: Callable[[list[AckResult]], None] = report,
         **connection: Unpack[ConnectionOptions],
     ) -> None:
         super().__init__(url, **connection)

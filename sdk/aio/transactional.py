@@ -11,46 +11,28 @@ from typing import Any, Unpack
 from sdk import calls
 from sdk._connection import ConnectionOptions
 from sdk._membership import committing_member, refreshed_member
-from sdk._routing import PartitionRouter
 from sdk._share_core import Receipted, failure, receipts_of
-from sdk._txn_state import TransactionManager, TransactionState
+from sdk._transactional_parts import DEFAULT_TRANSACTION_TIMEOUT_MS, TransactionalParts
+from sdk._txn_state import TransactionState
 from sdk.aio._base import AsyncBase
 from sdk.calls import TopicPartition
 from sdk.errors import ConcurrentTransactionsError, FencedMemberEpochError
 from sdk.message import to_wire
 from sdk.models import AckResult, GroupMetadata
-from sdk.transactional import DEFAULT_TRANSACTION_TIMEOUT_MS
 
 logger = logging.getLogger("halfmq.sdk")
 
 
-class AsyncTransactionalProducer(AsyncBase):
+class AsyncTransactionalProducer(TransactionalParts, AsyncBase):
     """Asyncio twin of :class:`sdk.TransactionalProducer`; ``async with producer.transaction():``."""
 
     def __init__(
-        self,
-        url: str,
-        transactional_id: str,
-        *,
-        transaction_timeout_ms: int = DEFAULT_TRANSACTION_TIMEOUT_MS,
+        self, url: str, transactional_id: str, *, transaction_timeout_ms: int = DEFAULT_TRANSACTION_TIMEOUT_MS,
         **connection: Unpack[ConnectionOptions],
     ) -> None:
         super().__init__(url, **connection)
-        self.transactional_id = transactional_id
-        self.transaction_timeout_ms = transaction_timeout_ms
-        self._manager = TransactionManager(transactional_id)
-        self._router = PartitionRouter()
+        self._take_transactional_id(transactional_id, transaction_timeout_ms)
         self._lock = asyncio.Lock()
-
-    @property
-    def state(self) -> TransactionState:
-        """The client-side transaction state."""
-        return self._manager.state
-
-    @property
-    def producer_epoch(self) -> int | None:
-        """Current epoch (``None`` before ``init_transactions()``)."""
-        return self._manager.session.identity.producer_epoch if self._manager.session else None
 
     async def init_transactions(self) -> None:
         """Register the transactional id: new epoch, older instances fenced. Call once."""
@@ -60,8 +42,7 @@ class AsyncTransactionalProducer(AsyncBase):
             await self._init_producer()
 
     async def _init_producer(self) -> None:
-        identity = await self._transport.call(calls.init_producer(self.transactional_id, self.transaction_timeout_ms))
-        self._manager.initialized(identity)
+        self._manager.initialized(await self._transport.call(self._init_producer_call()))
 
     def begin_transaction(self) -> None:
         """Start a transaction (local; the broker hears of it at the first write)."""
