@@ -99,3 +99,8 @@ def test_the_highest_named_partition_is_what_the_count_must_reach_past() -> None
     assert highest_named([Message("t", 1), Message("t", 2, partition=5), Message("t", 3, partition=1)]) == 5
     assert highest_named([Message("t", 1, partition=5)], partition=0) == 0
     assert highest_named([Message("t", 1, key="k")]) is None
+
+
+def test_a_misspelt_connection_option_is_refused_like_any_unknown_keyword() -> None:
+    with pytest.raises(TypeError, match="tiemout"):
+        Producer("http://127.0.0.1:1", tiemout=3)  # type: ignore[call-arg]
