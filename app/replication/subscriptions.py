@@ -72,7 +72,9 @@ def plan_group_sync(
         elif translated <= target_offsets.get((offset.topic, offset.partition), -1):
             skipped[NOT_AHEAD] = skipped.get(NOT_AHEAD, 0) + 1
         else:
-            commits.append(OffsetWithMetadata(offset.topic, offset.partition, translated, offset.metadata))
+            commits.append(
+                OffsetWithMetadata(topic=offset.topic, partition=offset.partition, offset=translated, metadata=offset.metadata)
+            )
     return GroupSyncPlan(commits, skipped)
 
 
