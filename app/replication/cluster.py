@@ -39,16 +39,8 @@ class Page:
     high_watermark: int
 
 
-@dataclass(frozen=True, slots=True)
-class OffsetWithMetadata:
-    topic: str
-    partition: int
-    offset: int
-    metadata: str | None = None
-
-
 def _offsets_and_metadata(
-    offsets: Sequence[OffsetWithMetadata],
+    offsets: Sequence[CommittedOffset],
 ) -> tuple[dict[TopicPartition, int], dict[TopicPartition, str]]:
     """The offsets to commit, and the metadata of those that carry some, as the SDK's builders take them."""
     positions = {(o.topic, o.partition): o.offset for o in offsets}
@@ -123,7 +115,7 @@ class Cluster:
             f"group:read on '{group}' and topic:read on its topics",
         )
 
-    def commit_group_offsets(self, group: str, offsets: Sequence[OffsetWithMetadata]) -> None:
+    def commit_group_offsets(self, group: str, offsets: Sequence[CommittedOffset]) -> None:
         positions, metadata = _offsets_and_metadata(offsets)
         self._call(
             calls.commit_group_offsets(group, positions, metadata=metadata), f"commit group '{group}''s offsets",
@@ -164,7 +156,7 @@ class Cluster:
         )
         return begun.txn_id
 
-    def add_offsets(self, txn_id: str, group: str, offsets: Sequence[OffsetWithMetadata]) -> None:
+    def add_offsets(self, txn_id: str, group: str, offsets: Sequence[CommittedOffset]) -> None:
         positions, metadata = _offsets_and_metadata(offsets)
         self._call(
             calls.add_offsets_to_transaction(txn_id, group, positions, metadata=metadata),

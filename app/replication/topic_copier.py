@@ -19,7 +19,7 @@ from collections.abc import Callable, Sequence
 from concurrent.futures import Future, ThreadPoolExecutor, wait
 from dataclasses import dataclass, replace
 
-from app.replication.cluster import Cluster, OffsetWithMetadata, Page
+from app.replication.cluster import Cluster, Page
 from app.replication.copying import (
     SKIPPED_LOOP,
     SKIPPED_RETENTION,
@@ -31,7 +31,7 @@ from app.replication.copying import (
 from app.replication.errors import ClusterError, ReplicationError, TopicMismatch
 from app.replication.snapshots import History, Snapshot, decode_history, encode_history, record
 from app.replication.state import ReplicationState, now_ms
-from sdk.models import ProducerIdentity, TopicMetadata
+from sdk.models import CommittedOffset, ProducerIdentity, TopicMetadata
 
 log = logging.getLogger("halfmq.replication")
 
@@ -334,7 +334,7 @@ class TopicCopier:
         if txn_id is None:  # only skipped messages or aborted data: the position moves all the same
             txn_id = self.target.begin(producer)
         offsets = [
-            OffsetWithMetadata(
+            CommittedOffset(
                 topic=self.topic, partition=page.partition, offset=history[-1].target, metadata=encode_history(history)
             )
             for page, history, _, _ in progress
