@@ -9,8 +9,8 @@ from __future__ import annotations
 
 from collections.abc import Iterable, Mapping, Sequence
 
-from sdk._api import TopicPartition
 from sdk._membership import DELIVERY_GUARANTEES
+from sdk.calls import TopicPartition
 from sdk.errors import IllegalStateError
 from sdk.message import Message
 from sdk.models import CommittedOffset, FetchResult, TopicMetadata

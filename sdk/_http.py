@@ -1,6 +1,6 @@
 """HTTP transport: the one retry loop, for both the blocking and the asyncio client.
 
-Every broker request is a :class:`Call` (built in :mod:`sdk._api`): method, path,
+Every broker request is a :class:`Call` (built in :mod:`sdk.calls`): method, path,
 body, whether resending it is safe, and how to parse the answer. The decision
 "retry or give up, and after how long" lives once, in :func:`retry_delay`; the two
 drivers below (:class:`Transport`, :class:`AsyncTransport`) only differ in how
@@ -20,14 +20,15 @@ import random
 import ssl
 import time
 from collections.abc import Callable, Mapping
-from dataclasses import dataclass, field
-from typing import Any, Generic, TypeVar
+from dataclasses import dataclass, field, replace
+from typing import Any, Generic, TypeVar, cast
 
 import httpx
 
 from sdk.errors import BrokerUnavailableError, HalfmqError, error_from_response
 
 T = TypeVar("T")
+U = TypeVar("U")
 
 logger = logging.getLogger("halfmq.sdk")
 
@@ -95,11 +96,25 @@ class Call(Generic[T]):
     decode: Callable[[bytes], Any] | None = None
     whole_answer: bool = False
 
+    def answered_by(self, parse: Callable[[Any], U], **changes: Any) -> Call[U]:
+        """The same request with another reading of its answer (and ``changes`` to its other fields)."""
+        changed: Call[U] = replace(cast(Any, self), parse=parse, **changes)
+        return changed
+
+    def returning_json(self) -> Call[Any]:
+        """The same request, answered with the broker's JSON as it came (for callers that show
+        or forward it rather than read it: the ``halfmq`` CLI's ``--json``)."""
+        return self.answered_by(_as_it_came, decode=None, whole_answer=False)
+
     def request_arguments(self) -> dict[str, Any]:
         """The body and headers of the request, as httpx takes them."""
         if self.content is None:
             return {"json": self.json, "headers": self.headers}
         return {"content": self.content, "headers": {"content-type": "application/json", **self.headers}}
+
+
+def _as_it_came(body: Any) -> Any:
+    return body
 
 
 Outcome = httpx.Response | httpx.TransportError

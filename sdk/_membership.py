@@ -20,9 +20,9 @@ from __future__ import annotations
 import uuid
 from collections.abc import Iterable, Mapping
 
-from sdk import _api
-from sdk._api import TopicPartition
+from sdk import calls
 from sdk._http import Call
+from sdk.calls import TopicPartition
 from sdk.errors import FencedMemberEpochError
 from sdk.models import ConsumerPositions, GroupMetadata, MemberAssignment
 
@@ -62,15 +62,15 @@ class Membership:
     # -- requests -------------------------------------------------------------------------
 
     def join_call(self) -> Call[MemberAssignment]:
-        return _api.join_group(self.group, self.member_id, self.topics, self.session_timeout_ms)
+        return calls.join_group(self.group, self.member_id, self.topics, self.session_timeout_ms)
 
     def heartbeat_call(self) -> Call[MemberAssignment]:
         assert self.member_epoch is not None, "join first"
         self._reported = self.owned()
-        return _api.heartbeat(self.group, self.member_id, self.member_epoch, sorted(self._reported))
+        return calls.heartbeat(self.group, self.member_id, self.member_epoch, sorted(self._reported))
 
     def leave_call(self, member_id: str | None = None) -> Call[None]:
-        return _api.leave_group(self.group, member_id or self.member_id)
+        return calls.leave_group(self.group, member_id or self.member_id)
 
     def owned(self) -> frozenset[TopicPartition]:
         """What a heartbeat reports: what the consumer reads, or is about to."""

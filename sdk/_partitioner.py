@@ -1,4 +1,4 @@
-"""Key → partition mapping: a copy of the broker's ``app/partitioner.py`` (Kafka murmur2).
+"""Key → partition mapping: a copy of the broker's ``half_store/domain/partitioner.py`` (Kafka murmur2).
 
 The SDK never imports broker code, so this is a verbatim copy; a unit test
 (``tests/unit/test_sdk_partitioner.py``) checks both agree on many keys.

@@ -9,11 +9,11 @@
 from __future__ import annotations
 
 import itertools
-from collections.abc import Iterator
+from collections.abc import Iterator, Sequence
 from dataclasses import dataclass, field
 
-from sdk._api import TopicPartition
 from sdk._partitioner import partition_for_key
+from sdk.calls import TopicPartition
 from sdk.errors import (
     HalfmqError,
     OutOfOrderSequenceError,
@@ -21,11 +21,12 @@ from sdk.errors import (
     ProducerFencedError,
     UnknownProducerIdError,
 )
+from sdk.message import Message
 from sdk.models import ProducerIdentity
 
 
 class PartitionRouter:
-    """Client-side partitioning identical to the broker's (``app/partitioner.py``)."""
+    """Client-side partitioning identical to the broker's (``half_store/domain/partitioner.py``)."""
 
     def __init__(self) -> None:
         self._round_robin: dict[str, Iterator[int]] = {}
@@ -42,6 +43,24 @@ class PartitionRouter:
             return partition_for_key(key, partition_count)
         counter = self._round_robin.setdefault(topic, itertools.count())
         return next(counter) % partition_count
+
+    def split(
+        self, topic: str, messages: Sequence[Message], partition: int | None, partition_count: int
+    ) -> dict[int, list[int]]:
+        """The indexes of ``messages`` by the partition each goes to (``partition``, when given, for all)."""
+        by_partition: dict[int, list[int]] = {}
+        for index, message in enumerate(messages):
+            chosen = self.choose(topic, message.key, partition if partition is not None else message.partition,
+                                 partition_count)
+            by_partition.setdefault(chosen, []).append(index)
+        return by_partition
+
+
+def highest_named(messages: Sequence[Message], partition: int | None = None) -> int | None:
+    """The highest partition a send names (``partition``, else the messages' own): the count must reach past it."""
+    if partition is not None:
+        return partition
+    return max((m.partition for m in messages if m.partition is not None), default=None)
 
 
 @dataclass

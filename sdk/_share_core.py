@@ -14,9 +14,9 @@ import time
 from collections.abc import Callable, Iterable, Sequence
 from dataclasses import dataclass
 
-from sdk import _api
-from sdk._api import ShareAck
+from sdk import calls
 from sdk._http import Call
+from sdk.calls import ShareAck
 from sdk.errors import HalfmqError, IllegalStateError, ReceiptExpiredError, UnknownReceiptError
 from sdk.models import AckResult, ReceivedMessage, ShareGroupInfo
 
@@ -196,7 +196,7 @@ class ShareCore:
         """The next receive, carrying every deferred acknowledgement."""
         self.check_open()
         acks = self.pending.take()
-        call = _api.share_receive(
+        call = calls.share_receive(
             self.group, self.topic, max_messages=max_messages or self.max_messages, lock_ms=self.lock_ms,
             max_wait_ms=min(int(max(0.0, timeout) * 1000), MAX_BROKER_WAIT_MS), ordered=self.ordered, acks=acks,
         )
@@ -238,17 +238,17 @@ class ShareCore:
         if not acks:
             return None
         self.held.forget(receipt for receipt, _, _ in acks)
-        return _api.share_acks(self.group, acks)
+        return calls.share_acks(self.group, acks)
 
     def extend(self, messages: Receipted | Iterable[Receipted], lock_ms: int | None) -> Call[list[AckResult]] | None:
         self.check_open()
         receipts = receipts_of(messages)
-        return _api.share_extend(self.group, receipts, lock_ms or self.lock_ms) if receipts else None
+        return calls.share_extend(self.group, receipts, lock_ms or self.lock_ms) if receipts else None
 
     def release_held(self) -> Call[list[AckResult]] | None:
         """On close: give back what is still held, so the group gets it now rather than when the locks run out."""
         held = self.held.receipts()
-        return _api.share_acks(self.group, [(r, "RELEASE", None) for r in held]) if held else None
+        return calls.share_acks(self.group, [(r, "RELEASE", None) for r in held]) if held else None
 
     def describe(self) -> Call[ShareGroupInfo]:
-        return _api.describe_share_group(self.group)
+        return calls.describe_share_group(self.group)

@@ -12,8 +12,8 @@ import contextlib
 from collections.abc import Iterator
 from enum import Enum
 
-from sdk._api import TopicPartition
 from sdk._routing import SequenceSession, outcome_unknown
+from sdk.calls import TopicPartition
 from sdk.errors import FencedMemberEpochError, HalfmqError, IllegalStateError, ProducerFencedError
 from sdk.models import ProducerIdentity
 

@@ -25,15 +25,15 @@ import logging
 import threading
 import time
 from collections.abc import Callable, Iterable, Iterator, Mapping
-from types import TracebackType
-from typing import TYPE_CHECKING
+from typing import TYPE_CHECKING, Unpack
 
-from sdk import _api
-from sdk._api import TopicPartition
+from sdk import calls
+from sdk._base import SyncBase
+from sdk._connection import ConnectionOptions
 from sdk._consumer_core import MAX_BROKER_WAIT_MS, ConsumerCore
-from sdk._http import DEFAULT_MAX_CONNECTIONS, DEFAULT_TIMEOUT, RetryPolicy, Transport
 from sdk._membership import Membership, exactly_once_committer
 from sdk._txn_state import TransactionState
+from sdk.calls import TopicPartition
 from sdk.errors import (
     BrokerUnavailableError,
     FencedMemberEpochError,
@@ -78,7 +78,7 @@ def outputs_of(produced: Outputs) -> list[Message]:
     return list(produced)
 
 
-class Consumer:
+class Consumer(SyncBase):
     """``Consumer(url, group, topics, isolation_level="read_committed", delivery="at_least_once")``.
 
     ``poll(timeout)`` returns the next messages (possibly none), long-polling the
@@ -110,13 +110,9 @@ class Consumer:
         auto_offset_reset: str = "earliest",
         max_poll_messages: int = 500,
         long_poll_slice: float = DEFAULT_LONG_POLL_SLICE,
-        timeout: float = DEFAULT_TIMEOUT,
-        retry: RetryPolicy | None = None,
-        max_connections: int = DEFAULT_MAX_CONNECTIONS,
-        token: str | None = None,
-        verify: bool | str = True,
+        **connection: Unpack[ConnectionOptions],
     ) -> None:
-        self.url = url.rstrip("/")
+        super().__init__(url, **connection)
         self._core = ConsumerCore(
             group, topics, partitions=partitions, isolation_level=isolation_level, auto_offset_reset=auto_offset_reset,
             delivery=delivery, auto_commit=auto_commit,
@@ -126,9 +122,6 @@ class Consumer:
         self.on_revoked = on_revoked
         self.max_poll_messages = max_poll_messages
         self.long_poll_slice = long_poll_slice
-        self._transport = Transport(
-            self.url, timeout=timeout, retry=retry, max_connections=max_connections, token=token, verify=verify
-        )
         # Held for every membership request and every commit, so a commit always carries
         # the epoch of the latest heartbeat answer and never races one.
         self._lock = threading.RLock()
@@ -136,7 +129,6 @@ class Consumer:
         self._wake_heartbeat = threading.Event()
         self._stopping = threading.Event()
         self._heartbeats: threading.Thread | None = None
-        self._metadata: dict[str, TopicMetadata] = {}
 
     # -- what the consumer is ---------------------------------------------------------------
 
@@ -232,7 +224,7 @@ class Consumer:
         return batch
 
     def _fetch(self, tp: TopicPartition, max_messages: int, wait_ms: int) -> list[Message]:
-        call = _api.fetch(
+        call = calls.fetch(
             tp[0], tp[1], self._core.positions[tp], max_messages=max_messages,
             max_wait_ms=min(wait_ms, MAX_BROKER_WAIT_MS), isolation=self._core.isolation_level,
         )
@@ -241,7 +233,7 @@ class Consumer:
         except OffsetOutOfRangeError:
             # Committed offset no longer (or not yet) in the log: start over per
             # auto_offset_reset, as Kafka consumers do.
-            metadata = self._transport.call(_api.get_topic(tp[0]))
+            metadata = self._transport.call(calls.get_topic(tp[0]))
             self._core.seek(tp, self._core.reset_offset(tp, metadata))
             return []
         return self._core.record(tp, result)
@@ -266,7 +258,7 @@ class Consumer:
             return
         with self._lock:
             try:
-                self._transport.call(_api.commit_group_offsets(self._core.group, offsets, self.group_metadata()))
+                self._transport.call(calls.commit_group_offsets(self._core.group, offsets, self.group_metadata()))
             except FencedMemberEpochError:
                 self._wake_heartbeat.set()  # find out at once whether the membership is gone
                 raise
@@ -359,7 +351,7 @@ class Consumer:
             self._commit_transaction(producer)
         except FencedMemberEpochError:
             self._abandon(producer, {})
-        committed = {(c.topic, c.partition): c.offset for c in self._transport.call(_api.group_offsets(self.group))}
+        committed = {(c.topic, c.partition): c.offset for c in self._transport.call(calls.group_offsets(self.group))}
         for tp in list(self._core.positions):
             if tp in committed:
                 self._core.positions[tp] = self._core.committed[tp] = committed[tp]
@@ -375,7 +367,7 @@ class Consumer:
             topics = sorted(set(core.topics) | {t for t, _ in core.requested_partitions or []})
             metadata = {t: self._topic(t) for t in topics}
             partitions = core.assignment_for(list(metadata.values()))
-            committed = self._transport.call(_api.group_offsets(core.group))
+            committed = self._transport.call(calls.group_offsets(core.group))
             core.assign(partitions, metadata, committed)
             return
         with self._lock:
@@ -403,8 +395,8 @@ class Consumer:
             if lost or revoked:
                 self._wake_heartbeat.set()  # tell the broker now, so the next owner need not wait
         if assigned:
-            committed = self._transport.call(_api.group_offsets(self._core.group))
-            metadata = {t: self._topic(t, fresh=True) for t in sorted({t for t, _ in assigned})}
+            committed = self._transport.call(calls.group_offsets(self._core.group))
+            metadata = {t: self._topic(t) for t in sorted({t for t, _ in assigned})}
             self._core.assign(assigned, metadata, committed)
             with self._lock:
                 membership.taken_up(assigned)
@@ -460,10 +452,9 @@ class Consumer:
             self._assignment_changed.set()
         return again
 
-    def _topic(self, topic: str, *, fresh: bool = False) -> TopicMetadata:
-        if fresh or topic not in self._metadata:
-            self._metadata[topic] = self._transport.call(_api.get_topic(topic))
-        return self._metadata[topic]
+    def _topic(self, topic: str) -> TopicMetadata:
+        """Where ``topic``'s partitions start and end now (for where a partition taken up starts)."""
+        return self._transport.call(calls.get_topic(topic))
 
     # -- lifecycle ---------------------------------------------------------------------------------
 
@@ -496,12 +487,4 @@ class Consumer:
                 if given_up and self.on_revoked is not None:
                     self.on_revoked(given_up)
         finally:
-            self._transport.close()
-
-    def __enter__(self) -> Consumer:
-        return self
-
-    def __exit__(
-        self, exc_type: type[BaseException] | None, exc: BaseException | None, tb: TracebackType | None
-    ) -> None:
-        self.close()
+            super().close()

@@ -70,17 +70,33 @@ def to_wire(value: Any, key: str | None = None, headers: Mapping[str, str] | Non
     return wire
 
 
+def placed_on_wire(message: Message) -> dict[str, Any]:
+    """``message`` in the produce shape of ``POST /v1/topics/{topic}/messages``: with its
+    ``partition`` when it names one (else the broker picks it by key)."""
+    wire = to_wire(message.value, message.key, message.headers)
+    if message.partition is not None:
+        wire["partition"] = message.partition
+    return wire
+
+
+def message_fields(payload: Mapping[str, Any], topic: str | None = None) -> dict[str, Any]:
+    """The :class:`Message` fields of a message on the wire (fetched, received from a share
+    group, or a back-check's body), by name: the one mapping from the wire to a message, which
+    every kind of message the SDK hands out is built from."""
+    return {
+        "topic": str(payload.get("topic") or topic or ""),
+        "value": decode_value(payload),
+        "key": payload.get("key"),
+        "headers": dict(payload.get("headers") or {}),
+        "partition": payload.get("partition"),
+        "offset": payload.get("offset"),
+        "timestamp": payload.get("timestamp", payload.get("born_timestamp")),
+        "message_id": payload.get("message_id"),
+        "transaction_id": payload.get("transaction_id"),
+        "check_times": payload.get("check_times"),
+    }
+
+
 def from_wire(payload: Mapping[str, Any], topic: str | None = None) -> Message:
     """A :class:`Message` from a fetched message or a back-check request body."""
-    return Message(
-        topic=str(payload.get("topic") or topic or ""),
-        value=decode_value(payload),
-        key=payload.get("key"),
-        headers=dict(payload.get("headers") or {}),
-        partition=payload.get("partition"),
-        offset=payload.get("offset"),
-        timestamp=payload.get("timestamp", payload.get("born_timestamp")),
-        message_id=payload.get("message_id"),
-        transaction_id=payload.get("transaction_id"),
-        check_times=payload.get("check_times"),
-    )
+    return Message(**message_fields(payload, topic))

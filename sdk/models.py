@@ -10,7 +10,7 @@ from collections.abc import Mapping
 from dataclasses import dataclass
 from typing import Any
 
-from sdk.message import Message, from_wire
+from sdk.message import Message, from_wire, message_fields
 
 
 @dataclass(frozen=True)
@@ -64,11 +64,31 @@ class FetchResult:
     @classmethod
     def from_json(cls, body: Mapping[str, Any], topic: str, partition: int) -> FetchResult:
         """Build from the fetch endpoint's JSON, decoding ``value_base64`` to bytes."""
-        messages = [
-            from_wire({"topic": topic, "partition": partition, **m}) for m in body.get("messages") or []
-        ]
+        raw = RawFetchResult.from_json(body)
         return cls(
-            messages=messages,
+            messages=[from_wire({"topic": topic, "partition": partition, **m}) for m in raw.messages],
+            next_offset=raw.next_offset,
+            high_watermark=raw.high_watermark,
+            last_stable_offset=raw.last_stable_offset,
+        )
+
+
+@dataclass(frozen=True)
+class RawFetchResult:
+    """One fetch as the broker sent it: each message the JSON object it came as (values not
+    decoded, ``value_base64`` left as text), for callers that pass messages on rather than
+    read them (the replicator, the Spark source). :class:`FetchResult` decodes them."""
+
+    messages: list[dict[str, Any]]
+    next_offset: int
+    high_watermark: int
+    last_stable_offset: int
+
+    @classmethod
+    def from_json(cls, body: Mapping[str, Any]) -> RawFetchResult:
+        """Build from the fetch endpoint's JSON."""
+        return cls(
+            messages=list(body.get("messages") or []),
             next_offset=int(body["next_offset"]),
             high_watermark=int(body.get("high_watermark", body["next_offset"])),
             last_stable_offset=int(body.get("last_stable_offset", body.get("high_watermark", 0))),
@@ -320,16 +340,10 @@ class ReceivedMessage(Message):
 
     @classmethod
     def from_json(cls, body: Mapping[str, Any]) -> ReceivedMessage:
-        """Build from one message of a share-group receive."""
-        base = from_wire(body)
+        """Build from one message of a share-group receive: the message's fields as every
+        message's (:func:`~sdk.message.message_fields`, by name), plus the lock's."""
         return cls(
-            topic=base.topic,
-            value=base.value,
-            key=base.key,
-            headers=base.headers,
-            partition=base.partition,
-            offset=base.offset,
-            timestamp=base.timestamp,
+            **message_fields(body),
             receipt=str(body["receipt"]),
             delivery_count=int(body["delivery_count"]),
             lock_expires_ms=int(body.get("lock_expires_ms") or 0),

@@ -9,18 +9,18 @@ partition. The transport resends a batch after connection errors and 5xx with th
 from __future__ import annotations
 
 import threading
-from types import TracebackType
-from typing import Any
+from typing import Any, Unpack
 
-from sdk import _api
-from sdk._api import TopicPartition
-from sdk._http import DEFAULT_MAX_CONNECTIONS, DEFAULT_TIMEOUT, RetryPolicy, Transport
-from sdk._routing import PartitionRouter, SequenceSession, outcome_unknown
+from sdk import calls
+from sdk._base import SyncBase
+from sdk._connection import ConnectionOptions
+from sdk._routing import PartitionRouter, SequenceSession, highest_named, outcome_unknown
+from sdk.calls import TopicPartition
 from sdk.errors import IllegalStateError
 from sdk.message import Message, to_wire
 
 
-class Producer:
+class Producer(SyncBase):
     """Idempotent producer: ``Producer(url).send(topic, value, key=None, headers=None, partition=None)``.
 
     Thread-safe. Sends to one partition are serialised (sequence numbers must reach
@@ -32,22 +32,9 @@ class Producer:
     at-least-once.
     """
 
-    def __init__(
-        self,
-        url: str,
-        *,
-        timeout: float = DEFAULT_TIMEOUT,
-        retry: RetryPolicy | None = None,
-        max_connections: int = DEFAULT_MAX_CONNECTIONS,
-        token: str | None = None,
-        verify: bool | str = True,
-    ) -> None:
-        self.url = url.rstrip("/")
-        self._transport = Transport(
-            self.url, timeout=timeout, retry=retry, max_connections=max_connections, token=token, verify=verify
-        )
+    def __init__(self, url: str, **connection: Unpack[ConnectionOptions]) -> None:
+        super().__init__(url, **connection)
         self._router = PartitionRouter()
-        self._partition_counts: dict[str, int] = {}
         self._session: SequenceSession | None = None
         self._session_lock = threading.Lock()
         self._partition_locks: dict[TopicPartition, threading.Lock] = {}
@@ -59,14 +46,6 @@ class Producer:
         """The broker-assigned producer id in use (``None`` before the first send)."""
         session = self._session
         return session.identity.producer_id if session else None
-
-    def partitions_for(self, topic: str) -> int:
-        """Partition count of ``topic`` (cached: partitions are never added)."""
-        count = self._partition_counts.get(topic)
-        if count is None:
-            count = self._transport.call(_api.get_topic(topic)).partition_count
-            self._partition_counts[topic] = count
-        return count
 
     def send(
         self,
@@ -81,7 +60,7 @@ class Producer:
         ``value`` is any JSON value or ``bytes``. Without ``partition`` the key's
         murmur2 hash picks it (as the broker would), without a key round-robin.
         """
-        return self.send_batch(topic, [Message(topic, value, key, headers or {})], partition=partition)[0]
+        return self.send_batch(topic, [Message(topic, value, key=key, headers=headers or {})], partition=partition)[0]
 
     def send_batch(self, topic: str, messages: list[Message], *, partition: int | None = None) -> list[tuple[int, int]]:
         """Write several messages of one topic; one request per partition involved.
@@ -91,13 +70,9 @@ class Producer:
         """
         if self._closed:
             raise IllegalStateError("producer is closed")
-        count = self.partitions_for(topic)
-        by_partition: dict[int, list[int]] = {}
-        for index, m in enumerate(messages):
-            p = self._router.choose(topic, m.key, partition if partition is not None else m.partition, count)
-            by_partition.setdefault(p, []).append(index)
+        count = self._partition_count(topic, highest_named(messages, partition))
         results: list[tuple[int, int]] = [(-1, -1)] * len(messages)
-        for p, indexes in by_partition.items():
+        for p, indexes in self._router.split(topic, messages, partition, count).items():
             offsets = self._send_to_partition((topic, p), [messages[i] for i in indexes])
             for i, offset in zip(indexes, offsets, strict=True):
                 results[i] = (p, offset)
@@ -108,11 +83,12 @@ class Producer:
         with self._partition_lock(tp):
             session = self._current_session()
             base = session.base_sequence(tp)
-            call = _api.produce_to_partition(
+            call = calls.produce_to_partition(
                 tp[0], tp[1], wire, producer=session.identity, base_sequence=base
             )
             try:
-                result = self._transport.call(call)
+                with self._partition_counts.watching(tp[0]):
+                    result = self._transport.call(call)
             except Exception as exc:
                 if outcome_unknown(exc):
                     self._drop_session(session)
@@ -127,7 +103,7 @@ class Producer:
     def _current_session(self) -> SequenceSession:
         with self._session_lock:
             if self._session is None:
-                self._session = SequenceSession(self._transport.call(_api.init_producer()))
+                self._session = SequenceSession(self._transport.call(calls.init_producer()))
             return self._session
 
     def _drop_session(self, session: SequenceSession) -> None:
@@ -138,12 +114,4 @@ class Producer:
     def close(self) -> None:
         """Release connections; further sends raise :class:`~sdk.errors.IllegalStateError`."""
         self._closed = True
-        self._transport.close()
-
-    def __enter__(self) -> Producer:
-        return self
-
-    def __exit__(
-        self, exc_type: type[BaseException] | None, exc: BaseException | None, tb: TracebackType | None
-    ) -> None:
-        self.close()
+        super().close()

@@ -25,11 +25,11 @@ import logging
 import threading
 import time
 from collections.abc import Callable, Iterable, Iterator
-from types import TracebackType
-from typing import Any
+from typing import Any, Unpack
 
-from sdk._api import ShareAck
-from sdk._http import DEFAULT_MAX_CONNECTIONS, DEFAULT_TIMEOUT, Call, RetryPolicy, Transport
+from sdk._base import SyncBase
+from sdk._connection import ConnectionOptions
+from sdk._http import Call
 from sdk._share_core import (
     DEFAULT_LOCK_MS,
     DEFAULT_MAX_EXTENSION,
@@ -39,12 +39,13 @@ from sdk._share_core import (
     receipts_of,
     report,
 )
+from sdk.calls import ShareAck
 from sdk.models import AckResult, ReceivedMessage, ShareGroupInfo
 
 logger = logging.getLogger("halfmq.sdk")
 
 
-class ShareConsumer:
+class ShareConsumer(SyncBase):
     """``ShareConsumer(url, group, topic)``: receive, then ``ack`` / ``release`` / ``reject`` each message.
 
     ``lock_ms``: how long a received message stays hidden from the rest of the group
@@ -68,18 +69,12 @@ class ShareConsumer:
         auto_extend: bool = True,
         max_extension: float | None = DEFAULT_MAX_EXTENSION,
         on_acknowledged: Callable[[list[AckResult]], None] = report,
-        token: str | None = None,
-        timeout: float = DEFAULT_TIMEOUT,
-        retry: RetryPolicy | None = None,
-        max_connections: int = DEFAULT_MAX_CONNECTIONS,
+        **connection: Unpack[ConnectionOptions],
     ) -> None:
-        self.url = url.rstrip("/")
+        super().__init__(url, **connection)
         self.core = ShareCore(
             group, topic, max_messages=max_messages, lock_ms=lock_ms, ordered=ordered, max_extension=max_extension,
             on_acknowledged=on_acknowledged,
-        )
-        self._transport = Transport(
-            self.url, timeout=timeout, retry=retry, max_connections=max_connections, token=token
         )
         self._stopping = threading.Event()
         self._keeper = threading.Thread(target=self._keep_locks, name="halfmq-share-locks", daemon=True)
@@ -219,13 +214,5 @@ class ShareConsumer:
                 self._transport.call(release)
             except Exception:  # best effort: the locks run out by themselves
                 logger.warning("could not release the held share-group messages on close", exc_info=True)
-        self._transport.close()
-
-    def __enter__(self) -> ShareConsumer:
-        return self
-
-    def __exit__(
-        self, exc_type: type[BaseException] | None, exc: BaseException | None, tb: TracebackType | None
-    ) -> None:
-        self.close()
+        super().close()
 

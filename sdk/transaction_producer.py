@@ -19,12 +19,12 @@ import socket
 import threading
 import uuid
 from enum import Enum
-from types import TracebackType
-from typing import Any
+from typing import Any, Self, Unpack
 
-from sdk import _api
+from sdk import calls
+from sdk._base import SyncBase
 from sdk._callback_server import CallbackServer
-from sdk._http import DEFAULT_MAX_CONNECTIONS, DEFAULT_TIMEOUT, RetryPolicy, Transport
+from sdk._connection import ConnectionOptions
 from sdk.errors import HalfmqError, IllegalStateError, ListenerNotFoundError
 from sdk.message import Message, from_wire, to_wire
 from sdk.transaction_listener import (
@@ -61,7 +61,7 @@ def _unknown_outcome(exc: HalfmqError) -> bool:
     return exc.status is None or exc.status >= 500
 
 
-class TransactionProducer:
+class TransactionProducer(SyncBase):
     """``TransactionProducer(url, producer_group, listener, callback_host="127.0.0.1", callback_port=0)``.
 
     Call :meth:`start` (or use ``with``) before sending and :meth:`close` after.
@@ -84,13 +84,9 @@ class TransactionProducer:
         ttl_seconds: int = 30,
         poll_wait_ms: int = 1000,
         check_immunity_seconds: float | None = None,
-        timeout: float = DEFAULT_TIMEOUT,
-        retry: RetryPolicy | None = None,
-        max_connections: int = DEFAULT_MAX_CONNECTIONS,
-        token: str | None = None,
-        verify: bool | str = True,
+        **connection: Unpack[ConnectionOptions],
     ) -> None:
-        self.url = url.rstrip("/")
+        super().__init__(url, **connection)
         self.producer_group = producer_group
         self.listener = listener
         self.callback_host = callback_host
@@ -103,9 +99,6 @@ class TransactionProducer:
         # Per instance, never logged: it proves to our callback server that a
         # check comes from the broker we registered with.
         self._secret = secrets.token_hex(32)
-        self._transport = Transport(
-            self.url, timeout=timeout, retry=retry, max_connections=max_connections, token=token, verify=verify
-        )
         self._server: CallbackServer | None = None
         self._thread: threading.Thread | None = None
         self._stop = threading.Event()
@@ -118,7 +111,7 @@ class TransactionProducer:
             return None
         return self._advertised_url or f"http://{self.callback_host}:{self._server.port}/halfmq/check"
 
-    def start(self) -> TransactionProducer:
+    def start(self) -> Self:
         """Start the callback server and register it (or start polling); returns ``self``."""
         if self._state is not _Lifecycle.NEW:
             raise IllegalStateError(f"start() on a producer that is {self._state.value}")
@@ -131,7 +124,7 @@ class TransactionProducer:
                 self._register()
             except BaseException:
                 self._server.close()
-                self._transport.close()
+                super().close()
                 self._state = _Lifecycle.CLOSED
                 raise
             target, name = self._heartbeat_loop, "heartbeat"
@@ -158,7 +151,7 @@ class TransactionProducer:
             raise IllegalStateError("call start() first" if self._state is _Lifecycle.NEW else "producer is closed")
         transaction_id = msg.transaction_id or uuid.uuid4().hex
         receipt = self._transport.call(
-            _api.prepare_half_message(
+            calls.prepare_half_message(
                 msg.topic, self.producer_group, to_wire(msg.value, msg.key, msg.headers), transaction_id,
                 partition=msg.partition, check_immunity_seconds=self.check_immunity_seconds,
             )
@@ -180,7 +173,7 @@ class TransactionProducer:
             return
         action = "commit" if state is LocalTransactionState.COMMIT else "rollback"
         try:
-            self._transport.call(_api.end_half_message(message_id, action))
+            self._transport.call(calls.end_half_message(message_id, action))
         except HalfmqError as exc:
             # Like RocketMQ's one-way endTransaction: when the broker cannot be
             # reached the checker will ask us again, and we will answer the same.
@@ -205,7 +198,7 @@ class TransactionProducer:
         url = self.callback_url
         assert url is not None
         self._transport.call(
-            _api.register_listener(
+            calls.register_listener(
                 self.producer_group, self.instance_id, callback_url=url, ttl_seconds=self.ttl_seconds,
                 secret=self._secret,
             )
@@ -222,7 +215,7 @@ class TransactionProducer:
         while not self._stop.is_set():
             try:
                 checks = self._transport.call(
-                    _api.poll_checks(self.producer_group, max_wait_ms=self.poll_wait_ms, instance_id=self.instance_id)
+                    calls.poll_checks(self.producer_group, max_wait_ms=self.poll_wait_ms, instance_id=self.instance_id)
                 )
                 for check in checks:
                     self._end_polled(check)
@@ -253,18 +246,13 @@ class TransactionProducer:
         if self._server is not None:
             if was_started:
                 try:
-                    self._transport.call(_api.unregister_listener(self.producer_group, self.instance_id))
+                    self._transport.call(calls.unregister_listener(self.producer_group, self.instance_id))
                 except ListenerNotFoundError:
                     pass
                 except HalfmqError as exc:
                     logger.warning("could not unregister listener %s: %s", self.instance_id, exc)
             self._server.close()
-        self._transport.close()
+        super().close()
 
-    def __enter__(self) -> TransactionProducer:
+    def __enter__(self) -> Self:
         return self.start()
-
-    def __exit__(
-        self, exc_type: type[BaseException] | None, exc: BaseException | None, tb: TracebackType | None
-    ) -> None:
-        self.close()

@@ -24,27 +24,26 @@ import contextlib
 import logging
 import threading
 from collections.abc import Iterable, Iterator, Mapping
-from types import TracebackType
-from typing import Any
+from typing import Any, Unpack
 
-from sdk import _api
-from sdk._api import TopicPartition
-from sdk._http import DEFAULT_MAX_CONNECTIONS, DEFAULT_TIMEOUT, RetryPolicy, Transport
+from sdk import calls
+from sdk._base import SyncBase
+from sdk._connection import ConnectionOptions
 from sdk._membership import committing_member, refreshed_member
-from sdk._routing import PartitionRouter
 from sdk._share_core import Receipted, failure, receipts_of
-from sdk._txn_state import TransactionManager, TransactionState
+from sdk._transactional_parts import DEFAULT_TRANSACTION_TIMEOUT_MS, TransactionalParts
+from sdk._txn_state import TransactionState
+from sdk.calls import TopicPartition
 from sdk.errors import ConcurrentTransactionsError, FencedMemberEpochError
 from sdk.message import to_wire
 from sdk.models import AckResult, GroupMetadata
 
 logger = logging.getLogger("halfmq.sdk")
 
-DEFAULT_TRANSACTION_TIMEOUT_MS = 60_000
-"""How long the broker lets a transaction stay open before aborting it (and fencing us)."""
+__all__ = ["DEFAULT_TRANSACTION_TIMEOUT_MS", "TransactionalProducer"]
 
 
-class TransactionalProducer:
+class TransactionalProducer(TransactionalParts, SyncBase):
     """Transactional producer for ``transactional_id``; see the module docstring.
 
     Thread-safe: calls are serialised. Raises :class:`~sdk.errors.ProducerFencedError`
@@ -60,52 +59,18 @@ class TransactionalProducer:
         transactional_id: str,
         *,
         transaction_timeout_ms: int = DEFAULT_TRANSACTION_TIMEOUT_MS,
-        timeout: float = DEFAULT_TIMEOUT,
-        retry: RetryPolicy | None = None,
-        max_connections: int = DEFAULT_MAX_CONNECTIONS,
-        token: str | None = None,
-        verify: bool | str = True,
+        **connection: Unpack[ConnectionOptions],
     ) -> None:
-        self.url = url.rstrip("/")
-        self.transactional_id = transactional_id
-        self.transaction_timeout_ms = transaction_timeout_ms
-        self._transport = Transport(
-            self.url, timeout=timeout, retry=retry, max_connections=max_connections, token=token, verify=verify
-        )
-        self._manager = TransactionManager(transactional_id)
-        self._router = PartitionRouter()
-        self._partition_counts: dict[str, int] = {}
+        super().__init__(url, **connection)
+        self._take_transactional_id(transactional_id, transaction_timeout_ms)
         self._lock = threading.RLock()
-
-    @property
-    def state(self) -> TransactionState:
-        """The client-side transaction state (for diagnostics and tests)."""
-        return self._manager.state
-
-    @property
-    def producer_id(self) -> int | None:
-        """Producer id obtained by ``init_transactions()`` (``None`` before)."""
-        session = self._manager.session
-        return session.identity.producer_id if session else None
-
-    @property
-    def producer_epoch(self) -> int | None:
-        """Current epoch (``None`` before ``init_transactions()``)."""
-        session = self._manager.session
-        return session.identity.producer_epoch if session else None
-
-    @property
-    def transaction_id(self) -> str | None:
-        """The broker's id of the open transaction, once something was written to it."""
-        return self._manager.txn_id
 
     def init_transactions(self) -> None:
         """Register the transactional id: new epoch, older instances fenced. Call once."""
         with self._lock:
             if self._manager.state is not TransactionState.UNINITIALIZED:
                 self._manager.transition_to(TransactionState.READY)  # raises the explanatory error
-            identity = self._transport.call(_api.init_producer(self.transactional_id, self.transaction_timeout_ms))
-            self._manager.initialized(identity)
+            self._manager.initialized(self._transport.call(self._init_producer_call()))
 
     def begin_transaction(self) -> None:
         """Start a transaction (locally; the broker hears of it at the first write)."""
@@ -129,14 +94,13 @@ class TransactionalProducer:
         with self._lock:
             manager = self._manager
             manager.require_in_transaction("send")
-            with manager.failures_recorded():
-                count = self._partitions_for(topic)
-                p = self._router.choose(topic, key, partition, count)
+            with manager.failures_recorded(), self._partition_counts.watching(topic):
+                p = self._router.choose(topic, key, partition, self._partition_count(topic, partition))
                 tp: TopicPartition = (topic, p)
                 base = manager.base_sequence(tp)
                 # The first write begins the broker's transaction (no request of its own).
                 result = self._transport.call(
-                    _api.produce_to_partition(
+                    calls.produce_to_partition(
                         topic, p, [to_wire(value, key, headers)],
                         producer=manager.identity, base_sequence=base, txn_id=manager.txn_id, transactional=True,
                     )
@@ -163,12 +127,12 @@ class TransactionalProducer:
             with self._manager.failures_recorded():
                 txn_id = self._ensure_broker_transaction()
                 try:
-                    self._transport.call(_api.add_offsets_to_transaction(txn_id, name, offsets, member))
+                    self._transport.call(calls.add_offsets_to_transaction(txn_id, name, offsets, member))
                 except FencedMemberEpochError:
                     fresh = refreshed_member(offsets, member)  # a heartbeat moved the epoch on meanwhile
                     if fresh is None:
                         raise
-                    self._transport.call(_api.add_offsets_to_transaction(txn_id, name, offsets, fresh))
+                    self._transport.call(calls.add_offsets_to_transaction(txn_id, name, offsets, fresh))
 
     def send_acks_to_transaction(self, group: str, messages: Receipted | Iterable[Receipted]) -> list[AckResult]:
         """Acknowledge share-group messages (or receipts) of ``group`` in this transaction.
@@ -184,7 +148,7 @@ class TransactionalProducer:
             self._manager.require_in_transaction("send_acks_to_transaction")
             try:
                 txn_id = self._ensure_broker_transaction()
-                results = self._transport.call(_api.add_acks_to_transaction(txn_id, group, receipts_of(messages)))
+                results = self._transport.call(calls.add_acks_to_transaction(txn_id, group, receipts_of(messages)))
                 refused = failure(results)
                 if refused is not None:
                     raise refused
@@ -201,7 +165,7 @@ class TransactionalProducer:
             txn_id = self._manager.txn_id
             if self._manager.begin_commit() and txn_id is not None:
                 with self._manager.failures_recorded():
-                    self._transport.call(_api.end_transaction(txn_id, "commit"))
+                    self._transport.call(calls.end_transaction(txn_id, "commit"))
             self._manager.completed()
 
     def abort_transaction(self) -> None:
@@ -215,13 +179,10 @@ class TransactionalProducer:
                     # A write's fate is unknown, so its sequence number may be taken:
                     # a new epoch aborts the transaction broker-side *and* restarts
                     # the numbering, which plain abort could not do.
-                    identity = self._transport.call(
-                        _api.init_producer(self.transactional_id, self.transaction_timeout_ms)
-                    )
-                    manager.initialized(identity)
+                    manager.initialized(self._transport.call(self._init_producer_call()))
                     return
                 if needs_request and txn_id is not None:
-                    self._transport.call(_api.end_transaction(txn_id, "abort"))
+                    self._transport.call(calls.end_transaction(txn_id, "abort"))
             manager.completed()
 
     @contextlib.contextmanager
@@ -248,7 +209,7 @@ class TransactionalProducer:
         manager = self._manager
         if manager.txn_id is None:
             try:
-                info = self._transport.call(_api.begin_transaction(manager.identity, self.transaction_timeout_ms))
+                info = self._transport.call(calls.begin_transaction(manager.identity, self.transaction_timeout_ms))
             except ConcurrentTransactionsError:
                 # An earlier begin whose answer we lost is open on the broker; only
                 # a new epoch can end it.
@@ -257,25 +218,10 @@ class TransactionalProducer:
             manager.txn_id = info.txn_id
         return manager.txn_id
 
-    def _partitions_for(self, topic: str) -> int:
-        count = self._partition_counts.get(topic)
-        if count is None:
-            count = self._transport.call(_api.get_topic(topic)).partition_count
-            self._partition_counts[topic] = count
-        return count
-
     def close(self) -> None:
         """Abort an open transaction (best effort) and release connections."""
         with self._lock:
             self._abort_quietly()
             if self._manager.state is not TransactionState.CLOSED:
                 self._manager.close()
-            self._transport.close()
-
-    def __enter__(self) -> TransactionalProducer:
-        return self
-
-    def __exit__(
-        self, exc_type: type[BaseException] | None, exc: BaseException | None, tb: TracebackType | None
-    ) -> None:
-        self.close()
+            super().close()

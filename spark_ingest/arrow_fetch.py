@@ -13,10 +13,10 @@ from dataclasses import dataclass
 import pyarrow as pa
 import pyarrow.ipc
 
-from spark_ingest.client import MAX_FETCH_MESSAGES, READ_COMMITTED, BrokerClient
+from sdk.calls import ARROW_STREAM
+from spark_ingest.client import BrokerClient
 from spark_ingest.rows import from_arrow_fetch, to_record_batch
 
-ARROW_STREAM = "application/vnd.apache.arrow.stream"
 # Arrow first; JSON from a broker older than the Arrow fetch.
 ACCEPT_ARROW_OR_JSON = f"{ARROW_STREAM}, application/json;q=0.5"
 
@@ -37,15 +37,7 @@ def fetch_rows(client: BrokerClient, topic: str, partition: int, offset: int, ma
     Offsets of the rows have gaps (aborted transactions, control markers); continue
     from ``next_offset``, never from the last row's offset + 1.
     """
-    response = client.get(
-        f"/v1/topics/{topic}/partitions/{partition}/messages",
-        params={
-            "offset": offset,
-            "max_messages": max(1, min(max_messages, MAX_FETCH_MESSAGES)),
-            "isolation": READ_COMMITTED,
-        },
-        headers={"Accept": ACCEPT_ARROW_OR_JSON},
-    )
+    response = client.fetch_arrow(topic, partition, offset, max_messages, accept=ACCEPT_ARROW_OR_JSON)
     if response.headers.get("content-type", "").startswith(ARROW_STREAM):
         with pa.ipc.open_stream(response.content) as reader:
             batches = [from_arrow_fetch(batch) for batch in reader if batch.num_rows]

@@ -2,10 +2,10 @@
 
 spark_ingest is a client of the broker's public API like any other (it never
 reads the database), so everything it knows about a partition comes through
-here. The requests go through the SDK's transport (:mod:`sdk._http`): its
-connection pool, its one retry loop and its error codes; this module only says
-which requests the source makes and turns failures into errors a Spark user can
-act on. The client is deliberately not picklable state for Spark: create one
+here. The requests are the SDK's (:mod:`sdk.calls` builds them: paths, bodies, what
+may be resent) and go through the SDK's transport: its connection pool, its one retry
+loop and its error codes; this module only says which requests the source makes and
+turns failures into errors a Spark user can act on. The client is deliberately not picklable state for Spark: create one
 inside the function that runs on the driver or the executor and close it there.
 """
 
@@ -13,16 +13,17 @@ from __future__ import annotations
 
 import json
 from collections.abc import Mapping
-from dataclasses import dataclass
 from types import TracebackType
 from typing import Any, TypeVar
-from urllib.parse import quote
 
 import httpx
 
-from sdk._http import Call, RetryPolicy, Transport, tls_verification
+from sdk import calls
+from sdk._http import RetryPolicy, Transport, tls_verification
 from sdk._stdlib_transport import StdlibTransport
+from sdk.calls import Call
 from sdk.errors import BrokerUnavailableError, HalfmqError
+from sdk.models import PartitionInfo, RawFetchResult, TopicMetadata
 
 try:  # orjson is much faster on 10k-message pages; plain json keeps executors dependency-light.
     import orjson
@@ -72,32 +73,25 @@ class OffsetOutOfRange(BrokerRequestFailed):
     """416 OFFSET_OUT_OF_RANGE: the offset is below log start or past the high watermark."""
 
 
-@dataclass(frozen=True)
-class PartitionState:
-    """Where one partition's log starts and ends, as the broker reports it."""
+PartitionState = PartitionInfo
+"""Where one partition's log starts and ends, as the broker reports it (the SDK's record)."""
 
-    partition: int
-    log_start_offset: int
-    high_watermark: int
-    last_stable_offset: int
+FetchedPage = RawFetchResult
+"""One ``read_committed`` fetch: the raw message dicts and where to continue (the SDK's record)."""
 
-
-@dataclass(frozen=True)
-class TopicMetadata:
-    """A topic and the state of each of its partitions."""
-
-    name: str
-    partitions: tuple[PartitionState, ...]
-
-
-@dataclass(frozen=True)
-class FetchedPage:
-    """One ``read_committed`` fetch: the raw message dicts and where to continue."""
-
-    messages: list[dict[str, Any]]
-    next_offset: int
-    high_watermark: int
-    last_stable_offset: int
+__all__ = [
+    "MAX_FETCH_MESSAGES",
+    "READ_COMMITTED",
+    "BrokerClient",
+    "BrokerRequestFailed",
+    "BrokerUnreachable",
+    "FetchedPage",
+    "HalfmqSourceError",
+    "OffsetOutOfRange",
+    "PartitionState",
+    "TopicMetadata",
+    "TopicMissing",
+]
 
 
 def _source_error(error: HalfmqError, request: str) -> BrokerRequestFailed:
@@ -108,11 +102,6 @@ def _source_error(error: HalfmqError, request: str) -> BrokerRequestFailed:
     if error.code == "OFFSET_OUT_OF_RANGE" or status == 416:
         return OffsetOutOfRange(status, error.code, error.message, request)
     return BrokerRequestFailed(status, error.code, error.message, request)
-
-
-def _segment(name: str) -> str:
-    # Group names are free text: a "/" or "?" in one must not change the route.
-    return quote(name, safe="")
 
 
 class BrokerClient:
@@ -167,13 +156,16 @@ class BrokerClient:
         except HalfmqError as exc:
             raise _source_error(exc, request) from exc
 
-    def get(self, path: str, *, params: Mapping[str, Any], headers: Mapping[str, str]) -> httpx.Response:
-        """A GET with this client's retries and errors, its body left as it came (Arrow fetches)."""
-        return self._call(Call("GET", path, params=params, headers=headers, parse=_as_it_came, whole_answer=True))
+    def fetch_arrow(self, topic: str, partition: int, offset: int, max_messages: int, *, accept: str) -> httpx.Response:
+        """One ``read_committed`` page as the broker's Arrow answer (or JSON, if ``accept`` allows
+        it and the broker is older than the Arrow fetch): the whole response, headers and all."""
+        return self._call(
+            calls.fetch_arrow(topic, partition, offset, max_messages=_page_size(max_messages), accept=accept)
+        )
 
     def topic(self, name: str) -> TopicMetadata:
         """``GET /v1/topics/{name}``; raises :class:`TopicMissing` for an unknown topic."""
-        return self._call(Call("GET", f"/v1/topics/{_segment(name)}", parse=_topic_metadata))
+        return self._call(calls.get_topic(name))
 
     def topics(self, names: list[str]) -> list[TopicMetadata]:
         """Metadata for each named topic, in the given order."""
@@ -186,57 +178,15 @@ class BrokerClient:
         markers); callers continue from ``next_offset``, never from the last
         message's offset + 1.
         """
-        params = {
-            "offset": offset,
-            "max_messages": max(1, min(max_messages, MAX_FETCH_MESSAGES)),
-            "isolation": READ_COMMITTED,
-        }
-        path = f"/v1/topics/{_segment(topic)}/partitions/{partition}/messages"
-        return self._call(Call("GET", path, params=params, parse=_fetched_page, decode=_loads))
+        return self._call(calls.fetch_raw(topic, partition, offset, max_messages=_page_size(max_messages), decode=_loads))
 
     def commit_group_offsets(self, group: str, offsets: Mapping[tuple[str, int], int]) -> None:
         """``POST /v1/groups/{group}/offsets``: the next offset to read, per partition."""
         if not offsets:
             return
-        payload = {
-            "offsets": [
-                {"topic": topic, "partition": partition, "offset": offset}
-                for (topic, partition), offset in sorted(offsets.items())
-            ]
-        }
-        self._call(Call("POST", f"/v1/groups/{_segment(group)}/offsets", json=payload, parse=_ignore))
+        self._call(calls.commit_group_offsets(group, offsets))
 
 
-def _as_it_came(response: httpx.Response) -> httpx.Response:
-    return response
-
-
-def _topic_metadata(body: Any) -> TopicMetadata:
-    partitions = tuple(
-        sorted(
-            (
-                PartitionState(
-                    partition=int(p["partition"]),
-                    log_start_offset=int(p["log_start_offset"]),
-                    high_watermark=int(p["high_watermark"]),
-                    last_stable_offset=int(p["last_stable_offset"]),
-                )
-                for p in body["partitions"]
-            ),
-            key=lambda p: p.partition,
-        )
-    )
-    return TopicMetadata(name=str(body["name"]), partitions=partitions)
-
-
-def _fetched_page(body: Any) -> FetchedPage:
-    return FetchedPage(
-        messages=body["messages"],
-        next_offset=int(body["next_offset"]),
-        high_watermark=int(body["high_watermark"]),
-        last_stable_offset=int(body["last_stable_offset"]),
-    )
-
-
-def _ignore(_body: Any) -> None:
-    """An answer the source has no use for."""
+def _page_size(max_messages: int) -> int:
+    """Messages per fetch: at least one, at most what the broker serves."""
+    return max(1, min(max_messages, MAX_FETCH_MESSAGES))

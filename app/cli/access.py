@@ -14,6 +14,7 @@ import typer
 from rich.table import Table
 
 from app.cli.remote import DEFAULT_URL, JsonOption, TokenOption, UrlOption, remote
+from sdk import calls
 
 principals_cli = typer.Typer(help="Principals: who a token speaks for.", no_args_is_help=True)
 tokens_cli = typer.Typer(help="Bearer tokens of principals (the secret is shown once).", no_args_is_help=True)
@@ -48,7 +49,7 @@ def principals_create(
 ) -> None:
     """Create a principal (then give it a token and ACLs)."""
     with remote(url, token, as_json) as broker:
-        created = broker.request("POST", "/v1/principals", body={"name": name}, idempotent=False)
+        created = broker.send(calls.create_principal(name).returning_json())
         broker.show(created, lambda answer: f"principal [bold]{answer['name']}[/bold] created")
 
 
@@ -56,7 +57,7 @@ def principals_create(
 def principals_list(url: UrlOption = DEFAULT_URL, token: TokenOption = None, as_json: JsonOption = False) -> None:
     """List the principals."""
     with remote(url, token, as_json) as broker:
-        found = broker.request("GET", "/v1/principals")
+        found = broker.send(calls.list_principals().returning_json())
         broker.show(
             found,
             lambda answer: _table(
@@ -77,7 +78,7 @@ def tokens_create(
 ) -> None:
     """Create a token for a principal; its secret is printed now and never again."""
     with remote(url, token, as_json) as broker:
-        created = broker.request("POST", f"/v1/principals/{principal}/tokens", idempotent=False)
+        created = broker.send(calls.create_token(principal).returning_json())
 
         def render(answer: Any) -> str:
             return (
@@ -97,7 +98,7 @@ def tokens_list(
 ) -> None:
     """List tokens (ids and owners, never secrets)."""
     with remote(url, token, as_json) as broker:
-        found = broker.request("GET", "/v1/tokens", params={"principal": principal})
+        found = broker.send(calls.list_tokens(principal).returning_json())
         broker.show(
             found,
             lambda answer: _table(
@@ -117,7 +118,7 @@ def tokens_revoke(
 ) -> None:
     """Revoke a token: refused by every broker process within seconds."""
     with remote(url, token, as_json) as broker:
-        broker.request("DELETE", f"/v1/tokens/{token_id}")
+        broker.send(calls.revoke_token(token_id))
         broker.show({"token_id": token_id, "revoked": True}, lambda _: f"token {token_id} revoked")
 
 
@@ -137,16 +138,9 @@ def acl_add(
     as_json: JsonOption = False,
 ) -> None:
     """Add an ACL, e.g. `halfmq acl add --principal app -r topic --pattern orders. --prefixed -o read -o write`."""
-    body = {
-        "principal": principal,
-        "resource_type": resource_type,
-        "pattern": pattern,
-        "pattern_type": "prefixed" if prefixed else "literal",
-        "operations": operation,
-        "permission": "deny" if deny else "allow",
-    }
+    acl = calls.create_acl(principal, resource_type, pattern, operation, prefixed=prefixed, deny=deny)
     with remote(url, token, as_json) as broker:
-        created = broker.request("POST", "/v1/acls", body=body)
+        created = broker.send(acl.returning_json())
         broker.show(created, lambda answer: _table("ACL", _ACL_COLUMNS, [_acl_row(answer)]))
 
 
@@ -169,7 +163,7 @@ def acl_list(
 ) -> None:
     """List ACLs (a prefixed pattern is shown with a trailing *)."""
     with remote(url, token, as_json) as broker:
-        found = broker.request("GET", "/v1/acls", params={"principal": principal, "resource_type": resource_type})
+        found = broker.send(calls.list_acls(principal, resource_type).returning_json())
         broker.show(found, lambda answer: _table("ACLs", _ACL_COLUMNS, [_acl_row(a) for a in answer["acls"]]))
 
 
@@ -182,5 +176,5 @@ def acl_delete(
 ) -> None:
     """Delete an ACL."""
     with remote(url, token, as_json) as broker:
-        broker.request("DELETE", f"/v1/acls/{acl_id}")
+        broker.send(calls.delete_acl(acl_id))
         broker.show({"acl_id": acl_id, "deleted": True}, lambda _: f"ACL {acl_id} deleted")

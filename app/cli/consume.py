@@ -19,8 +19,9 @@ import typer
 from rich.markup import escape
 from rich.progress import BarColumn, MofNCompleteColumn, Progress, TextColumn, TimeElapsedColumn
 
-from app.cli.formatting import parse_duration_ms, segment
+from app.cli.formatting import parse_duration_ms
 from app.cli.remote import DEFAULT_URL, EXIT_REFUSED, JsonOption, Remote, TokenOption, UrlOption, err, fail, out, remote
+from sdk import calls
 from sdk.errors import OffsetOutOfRangeError
 
 PAGE = 500  # messages per fetch
@@ -63,7 +64,7 @@ def consume(
     """Print a topic's messages, one per line (JSON lines with --json); a progress bar with --count."""
     idle_limit_ms = parse_duration_ms(timeout) if timeout is not None else None
     with remote(url, token, as_json) as broker:
-        described = broker.request("GET", f"/v1/topics/{segment(topic)}")
+        described = broker.send(calls.get_topic(topic).returning_json())
         ranges = {p["partition"]: p for p in described["partitions"]}
         wanted = partition or sorted(ranges)
         unknown = [p for p in wanted if p not in ranges]
@@ -88,7 +89,7 @@ def starting_positions(
 ) -> list[Position]:
     committed: dict[int, int] = {}
     if group is not None:
-        answer = broker.request("GET", f"/v1/groups/{segment(group)}/offsets")
+        answer = broker.send(calls.group_offsets(group).returning_json())
         committed = {o["partition"]: o["offset"] for o in answer["offsets"] if o["topic"] == topic}
     positions = []
     for p in partitions:
@@ -175,19 +176,24 @@ class Reader:
         return got
 
     def fetch(self, position: Position, wanted: int, wait_ms: int) -> dict[str, Any]:
-        params = {"offset": position.offset, "max_messages": wanted, "max_wait_ms": wait_ms, "isolation": self.isolation}
-        path = f"/v1/topics/{segment(self.topic)}/partitions/{position.partition}/messages"
         try:
-            return self.broker.request("GET", path, params=params)  # type: ignore[no-any-return]
+            return self.page(position.partition, position.offset, wanted, wait_ms)
         except OffsetOutOfRangeError:
             # Retention moved the log start past our position while we read: go on from the new log start.
-            described = self.broker.request("GET", f"/v1/topics/{segment(self.topic)}")
+            described = self.broker.send(calls.get_topic(self.topic).returning_json())
             log_start = next(p["log_start_offset"] for p in described["partitions"] if p["partition"] == position.partition)
             if log_start <= position.offset:
                 raise
             err.print(f"[yellow]partition {position.partition}: offsets {position.offset}-{log_start - 1} were deleted[/yellow]")
             position.offset = log_start
-            return self.broker.request("GET", path, params={**params, "offset": log_start})  # type: ignore[no-any-return]
+            return self.page(position.partition, log_start, wanted, wait_ms)
+
+    def page(self, partition: int, offset: int, wanted: int, wait_ms: int) -> dict[str, Any]:
+        """One fetch, as the broker's JSON (printed as it came with --json)."""
+        call = calls.fetch(
+            self.topic, partition, offset, max_messages=wanted, max_wait_ms=wait_ms, isolation=self.isolation
+        )
+        return self.broker.send(call.returning_json())
 
     def print(self, message: dict[str, Any]) -> None:
         self.printed += 1
@@ -206,7 +212,6 @@ class Reader:
         moved = [p for p in self.positions if p.offset != p.committed]
         if not moved:
             return
-        offsets = [{"topic": self.topic, "partition": p.partition, "offset": p.offset} for p in moved]
-        self.broker.request("POST", f"/v1/groups/{segment(self.group)}/offsets", body={"offsets": offsets})
+        self.broker.send(calls.commit_group_offsets(self.group, {(self.topic, p.partition): p.offset for p in moved}))
         for p in moved:
             p.committed = p.offset

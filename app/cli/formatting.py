@@ -10,7 +10,6 @@ from __future__ import annotations
 import re
 import time
 from datetime import datetime
-from urllib.parse import quote
 
 import typer
 
@@ -35,11 +34,6 @@ STATE_STYLES = {
     "EMPTY": "dim",
 }
 OPEN_TXN_STATES = ("OPEN", "PREPARE_COMMIT", "PREPARE_ABORT")
-
-
-def segment(name: str) -> str:
-    """``name`` as one path segment: group and transactional ids may hold any character but NUL."""
-    return quote(name, safe="")
 
 
 def now_ms() -> int:

@@ -8,7 +8,6 @@ live members first, to say so plainly, but the broker refuses the commit anyway
 from __future__ import annotations
 
 from typing import Annotated, Any
-from urllib.parse import quote
 
 import typer
 from rich.table import Table
@@ -24,14 +23,11 @@ from app.cli.remote import (
     fail,
     remote,
 )
+from sdk import calls
 from sdk.errors import GroupNotFoundError
 
 groups_cli = typer.Typer(help="Consumer groups: members, assignments, committed offsets and lag.", no_args_is_help=True)
 GroupArgument = Annotated[str, typer.Argument(help="The consumer group")]
-
-
-def _path(group: str) -> str:
-    return f"/v1/groups/{quote(group, safe='')}"
 
 
 def _partitions(partitions: list[dict[str, Any]]) -> str:
@@ -49,7 +45,7 @@ def list_groups(url: UrlOption = DEFAULT_URL, token: TokenOption = None, as_json
         return table
 
     with remote(url, token, as_json) as broker:
-        broker.show(broker.request("GET", "/v1/groups"), render)
+        broker.show(broker.send(calls.list_groups().returning_json()), render)
 
 
 @groups_cli.command("describe")
@@ -76,12 +72,12 @@ def describe(
         return grid
 
     with remote(url, token, as_json) as broker:
-        broker.show(broker.request("GET", _path(group)), render)
+        broker.show(broker.send(calls.describe_group(group).returning_json()), render)
 
 
 def _live_members(broker: Remote, group: str) -> int:
     try:
-        answer = broker.request("GET", _path(group))
+        answer = broker.send(calls.describe_group(group).returning_json())
     except GroupNotFoundError:
         return 0
     return len(answer["members"])
@@ -110,7 +106,7 @@ def reset_offsets(
         members = _live_members(broker, group)
         if members:
             fail(f"group {group!r} has {members} live member(s); stop its consumers first", EXIT_CONFLICT)
-        described = broker.request("GET", f"/v1/topics/{quote(topic, safe='')}")
+        described = broker.send(calls.get_topic(topic).returning_json())
         chosen = [p for p in described["partitions"] if partition is None or p["partition"] in partition]
         if partition is not None and len(chosen) != len(set(partition)):
             known = sorted(p["partition"] for p in described["partitions"])
@@ -125,7 +121,7 @@ def reset_offsets(
                 assert to_offset is not None
                 target = min(max(to_offset, p["log_start_offset"]), p["high_watermark"])
             offsets.append({"topic": topic, "partition": p["partition"], "offset": target})
-        broker.request("POST", f"{_path(group)}/offsets", body={"offsets": offsets})
+        broker.send(calls.commit_group_offsets(group, {(o["topic"], o["partition"]): o["offset"] for o in offsets}))
 
         def render(answer: dict[str, Any]) -> Table:
             table = Table("topic", "partition", "new offset", title=f"{group}: offsets reset")

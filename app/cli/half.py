@@ -9,8 +9,10 @@ import typer
 from rich.console import Group, RenderableType
 from rich.table import Table
 
-from app.cli.formatting import ago, clock, segment, styled_state
+from app.cli.formatting import ago, clock, styled_state
 from app.cli.remote import DEFAULT_URL, JsonOption, TokenOption, UrlOption, remote
+from sdk import calls
+from sdk.calls import Call
 
 half_cli = typer.Typer(help="List, describe and resolve half messages.", no_args_is_help=True)
 MessageArgument = Annotated[str, typer.Argument(help="The half message's message_id", show_default=False)]
@@ -34,8 +36,8 @@ def list_half_messages(
 ) -> None:
     """Half messages, with their state and how often the checker asked about them."""
     with remote(url, token, as_json) as broker:
-        params = {"producer_group": group, "state": state.value if state else None, "limit": limit}
-        broker.show(broker.request("GET", "/v1/half-messages", params=params), half_table)
+        found = calls.list_half_messages(group, state.value if state else None, limit)
+        broker.show(broker.send(found.returning_json()), half_table)
 
 
 @half_cli.command("describe")
@@ -44,7 +46,7 @@ def describe_half_message(
 ) -> None:
     """One half message and its check history: when the checker asked, whom, and what came back."""
     with remote(url, token, as_json) as broker:
-        broker.show(broker.request("GET", f"/v1/half-messages/{segment(message_id)}"), half_view)
+        broker.show(broker.send(calls.get_half_message(message_id).returning_json()), half_view)
 
 
 @half_cli.command("commit")
@@ -52,7 +54,7 @@ def commit_half_message(
     message_id: MessageArgument, url: UrlOption = DEFAULT_URL, token: TokenOption = None, as_json: JsonOption = False
 ) -> None:
     """Commit: the message goes to its topic (409 ALREADY_RESOLVED, exit code 4, if it was rolled back or discarded)."""
-    resolve(message_id, "commit", url, token, as_json)
+    resolve(calls.end_half_message(message_id, "commit"), url, token, as_json)
 
 
 @half_cli.command("rollback")
@@ -60,7 +62,7 @@ def rollback_half_message(
     message_id: MessageArgument, url: UrlOption = DEFAULT_URL, token: TokenOption = None, as_json: JsonOption = False
 ) -> None:
     """Roll back: the message is never delivered (409 ALREADY_RESOLVED if it was committed)."""
-    resolve(message_id, "rollback", url, token, as_json)
+    resolve(calls.end_half_message(message_id, "rollback"), url, token, as_json)
 
 
 @half_cli.command("recheck")
@@ -68,13 +70,12 @@ def recheck_half_message(
     message_id: MessageArgument, url: UrlOption = DEFAULT_URL, token: TokenOption = None, as_json: JsonOption = False
 ) -> None:
     """Give a DISCARDED message back to the checker: PREPARED again with check_times 0 (409 from any other state)."""
-    resolve(message_id, "recheck", url, token, as_json)
+    resolve(calls.recheck_half_message(message_id), url, token, as_json)
 
 
-def resolve(message_id: str, action: str, url: str, token: str | None, as_json: bool) -> None:
+def resolve(call: Call[Any], url: str, token: str | None, as_json: bool) -> None:
     with remote(url, token, as_json) as broker:
-        answer = broker.request("POST", f"/v1/half-messages/{segment(message_id)}/{action}")
-        broker.show(answer, resolved_line)
+        broker.show(broker.send(call.returning_json()), resolved_line)
 
 
 def resolved_line(answer: dict[str, Any]) -> str:

@@ -14,8 +14,8 @@ import typer
 from rich.progress import BarColumn, MofNCompleteColumn, Progress, TextColumn, TimeElapsedColumn
 from rich.table import Table
 
-from app.cli.formatting import segment
 from app.cli.remote import DEFAULT_URL, JsonOption, Remote, TokenOption, UrlOption, err, fail, remote
+from sdk import calls
 from sdk.errors import HalfmqError
 
 MESSAGE_FIELDS = {"key", "value", "value_base64", "headers", "partition"}
@@ -155,11 +155,9 @@ def line_message(line: str, number: int, *, values: bool, produced: Produced) ->
 
 
 def send(broker: Remote, produced: Produced, messages: list[dict[str, Any]]) -> None:
-    # Not resent after it may have reached the broker: a plain produce is not idempotent.
+    # Not resent after it may have reached the broker: a plain produce is not idempotent (the SDK's call says so).
     try:
-        answer = broker.request(
-            "POST", f"/v1/topics/{segment(produced.topic)}/messages", body={"messages": messages}, idempotent=False
-        )
+        answer = broker.send(calls.produce(produced.topic, messages).returning_json())
     except HalfmqError as error:
         if produced.count:  # a refusal part-way through a file: say what was written before it
             raise type(error)(

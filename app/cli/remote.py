@@ -1,7 +1,8 @@
 """What every client verb of ``halfmq`` shares: where the broker is, who asks, how answers are shown.
 
-A verb takes the three options below, opens a :class:`Remote` with them and calls the
-broker's HTTP API through the SDK's transport (its retries included). Answers are
+A verb takes the three options below, opens a :class:`Remote` with them and sends the
+SDK's calls (:mod:`sdk.calls`: the paths, bodies and what may be resent are the SDK's)
+through an :class:`sdk.Client` (its retries and typed errors included). Answers are
 printed as rich tables in a terminal, or as JSON with ``--json``. A refusal from the
 broker prints its code and message on standard error and exits with a code a script
 can test; it never prints a traceback.
@@ -12,16 +13,19 @@ from __future__ import annotations
 import json
 import os
 import sys
-from collections.abc import Callable, Iterator, Mapping
+from collections.abc import Callable, Iterator
 from contextlib import contextmanager
 from dataclasses import dataclass
-from typing import Annotated, Any, NoReturn
+from typing import Annotated, Any, NoReturn, TypeVar
 
 import typer
 from rich.console import Console, RenderableType
 
-from sdk._http import Call, RetryPolicy, Transport
+from sdk import Client, RetryPolicy
+from sdk.calls import Call
 from sdk.errors import BrokerUnavailableError, HalfmqError
+
+T = TypeVar("T")
 
 UrlOption = Annotated[str, typer.Option("--url", envvar="HALFMQ_URL", help="The broker's URL [env HALFMQ_URL]")]
 TokenOption = Annotated[
@@ -69,28 +73,21 @@ def fail(message: str, code: int = EXIT_REFUSED) -> NoReturn:
 class Remote:
     """One broker, as a verb reaches it."""
 
-    transport: Transport
+    client: Client
     as_json: bool
 
-    def request(
-        self,
-        method: str,
-        path: str,
-        *,
-        body: Any = None,
-        params: Mapping[str, Any] | None = None,
-        idempotent: bool = True,
-    ) -> Any:
-        """The parsed answer of ``method path``; a refusal raises the SDK's typed error."""
-        query = {k: v for k, v in (params or {}).items() if v is not None}
+    def send(self, call: Call[T]) -> T:
+        """The answer to ``call`` (built by :mod:`sdk.calls`); a refusal raises the SDK's typed error.
+
+        A verb that shows the broker's answer sends ``call.returning_json()``.
+        """
         try:
-            return self.transport.call(
-                Call(method, path, parse=lambda answer: answer, json=body, params=query, idempotent=idempotent)
-            )
+            return self.client.call(call)
         except HalfmqError as error:
             if error.code in ROUTE_NOT_SERVED:  # say what is missing, not just "no such endpoint"
                 raise NotOfferedError(
-                    f"the broker does not offer {method} {path} ({error.message}); it may be older than this CLI",
+                    f"the broker does not offer {call.method} {call.path} ({error.message}); "
+                    "it may be older than this CLI",
                     code=error.code,
                     status=error.status,
                 ) from error
@@ -112,11 +109,11 @@ def tls_verify() -> bool | str:
 @contextmanager
 def remote(url: str, token: str | None, as_json: bool, *, retry: RetryPolicy | None = None) -> Iterator[Remote]:
     """A :class:`Remote` for one verb; the broker's refusals become a message and an exit code."""
-    transport = Transport(url, token=token, retry=retry or RetryPolicy(max_attempts=3), verify=tls_verify())
+    client = Client(url, token=token, retry=retry or RetryPolicy(max_attempts=3), verify=tls_verify())
     try:
-        yield Remote(transport, as_json)
+        yield Remote(client, as_json)
     except HalfmqError as error:
         where = f" ({url})" if isinstance(error, BrokerUnavailableError) else ""
         fail(f"{error.code}: {error.message}{where}", exit_code_for(error))
     finally:
-        transport.close()
+        client.close()

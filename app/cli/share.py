@@ -3,12 +3,12 @@
 from __future__ import annotations
 
 from typing import Annotated, Any
-from urllib.parse import quote
 
 import typer
 from rich.table import Table
 
 from app.cli.remote import DEFAULT_URL, JsonOption, TokenOption, UrlOption, remote
+from sdk import calls
 
 share_cli = typer.Typer(help="Share groups: queue consumption with per-message acknowledgements.", no_args_is_help=True)
 
@@ -24,7 +24,7 @@ def describe(
 ) -> None:
     """Per topic of GROUP: messages available, locked, accepted and dead-lettered (in DLQ.GROUP)."""
     with remote(url, token, as_json) as broker:
-        broker.show(broker.request("GET", f"/v1/share-groups/{quote(group, safe='')}"), render_group)
+        broker.show(broker.send(calls.describe_share_group(group).returning_json()), render_group)
 
 
 def render_group(answer: dict[str, Any]) -> Table:

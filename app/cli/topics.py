@@ -9,8 +9,10 @@ import typer
 from rich.console import Group, RenderableType
 from rich.table import Table
 
-from app.cli.formatting import parse_duration_ms, parse_size_bytes, segment, size, span
+from app.cli.formatting import parse_duration_ms, parse_size_bytes, size, span
 from app.cli.remote import DEFAULT_URL, JsonOption, TokenOption, UrlOption, fail, remote
+from sdk import calls
+from sdk.calls import TopicChanges
 
 topics_cli = typer.Typer(help="List, create, describe, alter and delete topics.", no_args_is_help=True)
 TopicArgument = Annotated[str, typer.Argument(help="The topic's name", show_default=False)]
@@ -29,7 +31,7 @@ def list_topics(
 ) -> None:
     """The topics and their partition counts."""
     with remote(url, token, as_json) as broker:
-        answer = broker.request("GET", "/v1/topics", params={"include_system": "true" if include_system else None})
+        answer = broker.send(calls.list_topics(include_system).returning_json())
         broker.show(answer, topics_table)
 
 
@@ -43,7 +45,7 @@ def create_topic(
 ) -> None:
     """Create a topic (409 TOPIC_EXISTS, exit code 4, if it exists)."""
     with remote(url, token, as_json) as broker:
-        answer = broker.request("POST", "/v1/topics", body={"name": name, "partitions": partitions}, idempotent=False)
+        answer = broker.send(calls.create_topic(name, partitions).returning_json())
         broker.show(answer, lambda a: f"created topic [bold]{a['name']}[/bold] with {a['partitions']} partition(s)")
 
 
@@ -53,7 +55,7 @@ def describe_topic(
 ) -> None:
     """Partitions (log start, last stable offset, high watermark, the transaction holding the LSO back) and config."""
     with remote(url, token, as_json) as broker:
-        broker.show(broker.request("GET", f"/v1/topics/{segment(name)}"), topic_view)
+        broker.show(broker.send(calls.get_topic(name).returning_json()), topic_view)
 
 
 @topics_cli.command("alter")
@@ -73,17 +75,17 @@ def alter_topic(
     as_json: JsonOption = False,
 ) -> None:
     """Add partitions or change retention; the answer is the topic's new description."""
-    body: dict[str, Any] = {}
+    changes: TopicChanges = {}
     if partitions is not None:
-        body["partitions"] = partitions
+        changes["partitions"] = partitions
     if retention_ms is not None:
-        body["retention_ms"] = retention_value(retention_ms, parse_duration_ms)
+        changes["retention_ms"] = retention_value(retention_ms, parse_duration_ms)
     if retention_bytes is not None:
-        body["retention_bytes"] = retention_value(retention_bytes, parse_size_bytes)
-    if not body:
+        changes["retention_bytes"] = retention_value(retention_bytes, parse_size_bytes)
+    if not changes:
         fail("nothing to change: give --partitions, --retention-ms or --retention-bytes", 2)
     with remote(url, token, as_json) as broker:
-        answer = broker.request("PATCH", f"/v1/topics/{segment(name)}", body=body)
+        answer = broker.send(calls.alter_topic(name, **changes).returning_json())
         broker.show(answer, topic_view)
 
 
@@ -101,7 +103,7 @@ def delete_topic(
             fail(f"deleting topic {name} and all its messages needs --yes", 2)
         typer.confirm(f"Delete topic {name} and all its messages?", abort=True)
     with remote(url, token, as_json) as broker:
-        broker.request("DELETE", f"/v1/topics/{segment(name)}")
+        broker.send(calls.delete_topic(name))
         broker.show({"deleted": name}, lambda a: f"deleted topic [bold]{a['deleted']}[/bold]")
 
 

@@ -8,8 +8,9 @@ import typer
 from rich.console import RenderableType
 from rich.table import Table
 
-from app.cli.formatting import OPEN_TXN_STATES, ago, now_ms, parse_duration_ms, segment, span, styled_state
+from app.cli.formatting import OPEN_TXN_STATES, ago, now_ms, parse_duration_ms, span, styled_state
 from app.cli.remote import DEFAULT_URL, JsonOption, TokenOption, UrlOption, remote
+from sdk import calls
 
 txn_cli = typer.Typer(help="List, describe and abort Kafka/Pulsar-mode transactions.", no_args_is_help=True)
 TxnArgument = Annotated[str, typer.Argument(help="The transaction's txn_id", show_default=False)]
@@ -36,8 +37,7 @@ def list_transactions(
         found: dict[str, dict[str, Any]] = {}
         # One request per state: the contract's filter takes one state at a time.
         for one_state in states or [""]:
-            params = {"state": one_state or None, "older_than_ms": older_than_ms, "transactional_id": transactional_id}
-            for txn in broker.request("GET", "/v1/transactions", params=params)["transactions"]:
+            for txn in broker.send(calls.list_transactions(one_state or None, older_than_ms, transactional_id)):
                 found[txn["txn_id"]] = txn
         broker.show({"transactions": hanging_first(list(found.values()))}, transactions_table)
 
@@ -48,7 +48,7 @@ def describe_transaction(
 ) -> None:
     """One transaction: state, producer, timeout, the partitions it wrote to."""
     with remote(url, token, as_json) as broker:
-        broker.show(broker.request("GET", f"/v1/transactions/{segment(txn_id)}"), transaction_view)
+        broker.show(broker.send(calls.get_transaction(txn_id).returning_json()), transaction_view)
 
 
 @txn_cli.command("abort")
@@ -60,7 +60,7 @@ def abort_transaction(
     Aborting an aborted one again is fine; a committed one answers 409 ALREADY_RESOLVED (exit code 4).
     """
     with remote(url, token, as_json) as broker:
-        answer = broker.request("POST", f"/v1/transactions/{segment(txn_id)}/abort")
+        answer = broker.send(calls.end_transaction(txn_id, "abort").returning_json())
         broker.show(answer, lambda a: f"transaction {a['txn_id']}: {styled_state(a['state'])}")
 
 

@@ -1,22 +1,23 @@
 """One side of a replication, the source or the target, as the replicator calls its HTTP API.
 
-Each method is one request through the SDK's transport (its retry loop included), and
-names what it does and the right it needs, so a refusal becomes a :class:`ClusterError`
-an operator can act on. Fetched messages stay as the broker's JSON: the replicator
-writes them back out as they came, without decoding values.
+Each method is one request, built by the SDK's public call builders (:mod:`sdk.calls`: the
+path, the body, what may be resent) and sent through an :class:`sdk.Client` (its retry loop
+and typed errors); the method names what it does and the right it needs, so a refusal
+becomes a :class:`ClusterError` an operator can act on. Fetched messages stay as the
+broker's JSON: the replicator writes them back out as they came, without decoding values.
 """
 
 from __future__ import annotations
 
-from collections.abc import Mapping, Sequence
+from collections.abc import Sequence
 from dataclasses import dataclass
 from typing import Any, TypeVar
-from urllib.parse import quote
 
 import orjson
 
 from app.replication.errors import ClusterError
-from sdk._http import Call, RetryPolicy, Transport
+from sdk import Client, RetryPolicy, calls
+from sdk.calls import Call, TopicPartition
 from sdk.errors import HalfmqError, TopicExistsError, TopicNotFoundError
 from sdk.models import CommittedOffset, ProduceResult, ProducerIdentity, TopicMetadata
 
@@ -24,10 +25,6 @@ T = TypeVar("T")
 
 RETRY = RetryPolicy(max_attempts=4, initial_backoff=0.1, max_backoff=1.0)
 """A few quick retries per request; longer outages are the replicator's loop's to wait out (and log)."""
-
-
-def _seg(value: str) -> str:
-    return quote(value, safe="")
 
 
 @dataclass(frozen=True, slots=True)
@@ -42,18 +39,13 @@ class Page:
     high_watermark: int
 
 
-@dataclass(frozen=True, slots=True)
-class OffsetWithMetadata:
-    topic: str
-    partition: int
-    offset: int
-    metadata: str | None = None
-
-    def json(self) -> dict[str, Any]:
-        body: dict[str, Any] = {"topic": self.topic, "partition": self.partition, "offset": self.offset}
-        if self.metadata is not None:
-            body["metadata"] = self.metadata
-        return body
+def _offsets_and_metadata(
+    offsets: Sequence[CommittedOffset],
+) -> tuple[dict[TopicPartition, int], dict[TopicPartition, str]]:
+    """The offsets to commit, and the metadata of those that carry some, as the SDK's builders take them."""
+    positions = {(o.topic, o.partition): o.offset for o in offsets}
+    metadata = {(o.topic, o.partition): o.metadata for o in offsets if o.metadata is not None}
+    return positions, metadata
 
 
 class Cluster:
@@ -62,28 +54,26 @@ class Cluster:
     def __init__(self, side: str, url: str, token: str | None, *, timeout: float = 10.0) -> None:
         self.side = side
         self.url = url.rstrip("/")
-        self._transport = Transport(self.url, token=token, retry=RETRY, timeout=timeout)
+        self._client = Client(self.url, token=token, retry=RETRY, timeout=timeout)
 
     def close(self) -> None:
-        self._transport.close()
+        self._client.close()
 
     def _call(self, call: Call[T], action: str, needs: str) -> T:
         try:
-            return self._transport.call(call)
+            return self._client.call(call)
         except HalfmqError as error:
             raise ClusterError(self.side, self.url, action, needs, error) from error
 
     # -- cluster and topics ------------------------------------------------------------------
 
     def name(self) -> str:
-        call = Call("GET", "/v1/cluster", parse=lambda body: str(body["cluster_name"]))
-        return self._call(call, "tell its cluster name (GET /v1/cluster)", "cluster:describe")
+        return self._call(calls.cluster_name(), "tell its cluster name (GET /v1/cluster)", "cluster:describe")
 
     def describe_topic(self, topic: str) -> TopicMetadata | None:
         """The topic's partitions and offsets, or ``None`` if it does not exist."""
-        call = Call("GET", f"/v1/topics/{_seg(topic)}", parse=TopicMetadata.from_json)
         try:
-            return self._call(call, f"describe topic '{topic}'", f"topic:describe on '{topic}'")
+            return self._call(calls.get_topic(topic), f"describe topic '{topic}'", f"topic:describe on '{topic}'")
         except ClusterError as error:
             if isinstance(error.cause, TopicNotFoundError):
                 return None
@@ -91,74 +81,54 @@ class Cluster:
 
     def create_topic(self, topic: str, partitions: int) -> bool:
         """Create the topic; ``False`` if it exists already (someone else was first)."""
-        call = Call(
-            "POST", "/v1/topics", json={"name": topic, "partitions": partitions}, parse=lambda _: True, idempotent=False
-        )
         try:
-            return self._call(call, f"create topic '{topic}' with {partitions} partitions", f"topic:alter on '{topic}'")
+            self._call(
+                calls.create_topic(topic, partitions), f"create topic '{topic}' with {partitions} partitions",
+                f"topic:alter on '{topic}'",
+            )
         except ClusterError as error:
             if isinstance(error.cause, TopicExistsError):
                 return False
             raise
+        return True
 
     # -- reading ---------------------------------------------------------------------------------
 
     def fetch(self, topic: str, partition: int, offset: int, *, max_messages: int, max_wait_ms: int) -> Page:
         """Committed messages only (read_committed): no aborted or open transaction's, no half message."""
-
-        def page(body: Mapping[str, Any]) -> Page:
-            return Page(
-                partition,
-                offset,
-                list(body["messages"]),
-                int(body["next_offset"]),
-                int(body["last_stable_offset"]),
-                int(body["high_watermark"]),
-            )
-
-        call = Call(
-            "GET",
-            f"/v1/topics/{_seg(topic)}/partitions/{partition}/messages",
-            params={
-                "offset": offset,
-                "max_messages": max_messages,
-                "max_wait_ms": max_wait_ms,
-                "isolation": "read_committed",
-            },
-            extra_timeout=max_wait_ms / 1000.0,
-            decode=orjson.loads,
-            parse=page,
+        call = calls.fetch_raw(
+            topic, partition, offset, max_messages=max_messages, max_wait_ms=max_wait_ms, decode=orjson.loads
         )
-        return self._call(call, f"read {topic}/{partition} from offset {offset}", f"topic:read on '{topic}'")
+        fetched = self._call(call, f"read {topic}/{partition} from offset {offset}", f"topic:read on '{topic}'")
+        return Page(
+            partition=partition,
+            offset=offset,
+            messages=fetched.messages,
+            next_offset=fetched.next_offset,
+            last_stable_offset=fetched.last_stable_offset,
+            high_watermark=fetched.high_watermark,
+        )
 
     def group_offsets(self, group: str) -> list[CommittedOffset]:
-        call = Call(
-            "GET",
-            f"/v1/groups/{_seg(group)}/offsets",
-            parse=lambda body: [CommittedOffset.from_json(o) for o in body.get("offsets") or []],
-        )
         return self._call(
-            call, f"read group '{group}''s offsets", f"group:read on '{group}' and topic:read on its topics"
+            calls.group_offsets(group), f"read group '{group}''s offsets",
+            f"group:read on '{group}' and topic:read on its topics",
         )
 
-    def commit_group_offsets(self, group: str, offsets: Sequence[OffsetWithMetadata]) -> None:
-        call = Call(
-            "POST", f"/v1/groups/{_seg(group)}/offsets", json={"offsets": [o.json() for o in offsets]}, parse=_ignore
+    def commit_group_offsets(self, group: str, offsets: Sequence[CommittedOffset]) -> None:
+        positions, metadata = _offsets_and_metadata(offsets)
+        self._call(
+            calls.commit_group_offsets(group, positions, metadata=metadata), f"commit group '{group}''s offsets",
+            f"group:read on '{group}' and topic:read on its topics",
         )
-        self._call(call, f"commit group '{group}''s offsets", f"group:read on '{group}' and topic:read on its topics")
 
     # -- writing in a transaction ----------------------------------------------------------------
 
     def init_producer(self, transactional_id: str, timeout_ms: int) -> ProducerIdentity:
         """InitProducerId: a new epoch; the previous one's open transaction is aborted (or finished)."""
-        call = Call(
-            "POST",
-            "/v1/producers",
-            json={"transactional_id": transactional_id, "transaction_timeout_ms": timeout_ms},
-            parse=ProducerIdentity.from_json,
-        )
         return self._call(
-            call, f"register transactional id '{transactional_id}'", f"transactional_id:write on '{transactional_id}'"
+            calls.init_producer(transactional_id, timeout_ms), f"register transactional id '{transactional_id}'",
+            f"transactional_id:write on '{transactional_id}'",
         )
 
     def produce(
@@ -171,53 +141,30 @@ class Cluster:
         txn_id: str | None,
     ) -> ProduceResult:
         """A sequence-numbered batch of messages encoded as JSON into the transaction ``txn_id``, or into one it
-        begins when ``None``."""
-        body: dict[str, Any] = {
-            "producer_id": producer.producer_id,
-            "producer_epoch": producer.producer_epoch,
-            "base_sequence": base_sequence,
-        }
-        if txn_id is None:
-            body["transactional"] = True
-        else:
-            body["txn_id"] = txn_id
-        # The copies are spliced in as they were encoded: the body is built once, by orjson.
-        content = b'{"messages":[' + b",".join(messages) + b"]," + orjson.dumps(body)[1:]
-        call = Call(
-            "POST",
-            f"/v1/topics/{_seg(topic)}/partitions/{partition}/messages",
-            content=content,
-            decode=orjson.loads,
-            parse=lambda answer: ProduceResult.from_json(answer, partition),
+        begins when ``None``. The copies are spliced into the body as they were encoded."""
+        call = calls.produce_encoded(
+            topic, partition, messages, producer=producer, base_sequence=base_sequence, txn_id=txn_id,
+            transactional=txn_id is None,
         )
         return self._call(call, f"write copies to {topic}/{partition}", f"topic:write on '{topic}'")
 
     def begin(self, producer: ProducerIdentity) -> str:
         """Begin a transaction explicitly (for a batch that only moves the position); never resent once sent."""
-        call = Call(
-            "POST",
-            "/v1/transactions",
-            json={"producer_id": producer.producer_id, "producer_epoch": producer.producer_epoch},
-            parse=lambda body: str(body["txn_id"]),
-            idempotent=False,
+        begun = self._call(
+            calls.begin_transaction(producer, None), "begin a transaction",
+            "transactional_id:write on the replicator's transactional id",
         )
-        return self._call(call, "begin a transaction", "transactional_id:write on the replicator's transactional id")
+        return begun.txn_id
 
-    def add_offsets(self, txn_id: str, group: str, offsets: Sequence[OffsetWithMetadata]) -> None:
-        call = Call(
-            "POST",
-            f"/v1/transactions/{_seg(txn_id)}/offsets",
-            json={"group": group, "offsets": [o.json() for o in offsets]},
-            parse=_ignore,
-        )
+    def add_offsets(self, txn_id: str, group: str, offsets: Sequence[CommittedOffset]) -> None:
+        positions, metadata = _offsets_and_metadata(offsets)
         self._call(
-            call, f"record its progress in group '{group}'", f"group:read on '{group}' and topic:read on its topics"
+            calls.add_offsets_to_transaction(txn_id, group, positions, metadata=metadata),
+            f"record its progress in group '{group}'", f"group:read on '{group}' and topic:read on its topics",
         )
 
     def commit(self, txn_id: str) -> None:
-        call = Call("POST", f"/v1/transactions/{_seg(txn_id)}/commit", json={}, parse=_ignore)
-        self._call(call, f"commit transaction {txn_id}", "transactional_id:write on the replicator's transactional id")
-
-
-def _ignore(_body: Any) -> None:
-    return None
+        self._call(
+            calls.end_transaction(txn_id, "commit"), f"commit transaction {txn_id}",
+            "transactional_id:write on the replicator's transactional id",
+        )

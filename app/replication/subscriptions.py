@@ -17,9 +17,9 @@ from __future__ import annotations
 
 import logging
 from collections.abc import Callable, Iterable, Mapping
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 
-from app.replication.cluster import Cluster, OffsetWithMetadata
+from app.replication.cluster import Cluster
 from app.replication.errors import ClusterError
 from app.replication.snapshots import History, translate
 from app.replication.state import ReplicationState
@@ -40,7 +40,7 @@ QUIET_ROUNDS = 10
 
 @dataclass(frozen=True, slots=True)
 class GroupSyncPlan:
-    commits: list[OffsetWithMetadata]
+    commits: list[CommittedOffset]
     skipped: dict[str, int]
 
 
@@ -61,7 +61,7 @@ def plan_group_sync(
     if moved:
         return GroupSyncPlan([], {ACTIVE_ON_TARGET: len(moved)})
     replicated = set(topics)
-    commits: list[OffsetWithMetadata] = []
+    commits: list[CommittedOffset] = []
     skipped: dict[str, int] = {}
     for offset in source_offsets:
         if offset.topic not in replicated:
@@ -72,7 +72,7 @@ def plan_group_sync(
         elif translated <= target_offsets.get((offset.topic, offset.partition), -1):
             skipped[NOT_AHEAD] = skipped.get(NOT_AHEAD, 0) + 1
         else:
-            commits.append(OffsetWithMetadata(offset.topic, offset.partition, translated, offset.metadata))
+            commits.append(replace(offset, offset=translated, lag=None))  # the source's offset, translated
     return GroupSyncPlan(commits, skipped)
 
 

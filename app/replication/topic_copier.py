@@ -17,9 +17,9 @@ import logging
 import threading
 from collections.abc import Callable, Sequence
 from concurrent.futures import Future, ThreadPoolExecutor, wait
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 
-from app.replication.cluster import Cluster, OffsetWithMetadata, Page
+from app.replication.cluster import Cluster, Page
 from app.replication.copying import (
     SKIPPED_LOOP,
     SKIPPED_RETENTION,
@@ -31,7 +31,7 @@ from app.replication.copying import (
 from app.replication.errors import ClusterError, ReplicationError, TopicMismatch
 from app.replication.snapshots import History, Snapshot, decode_history, encode_history, record
 from app.replication.state import ReplicationState, now_ms
-from sdk.models import ProducerIdentity, TopicMetadata
+from sdk.models import CommittedOffset, ProducerIdentity, TopicMetadata
 
 log = logging.getLogger("halfmq.replication")
 
@@ -174,7 +174,7 @@ def merged(pages: list[Fetched]) -> Fetched:
         return pages[0]
     first, last = pages[0].page, pages[-1].page
     messages = [message for fetched in pages for message in fetched.page.messages]
-    page = Page(first.partition, first.offset, messages, last.next_offset, last.last_stable_offset, last.high_watermark)
+    page = replace(last, offset=first.offset, messages=messages)  # where the first began, where the last ends
     return Fetched(page, [copy for fetched in pages for copy in fetched.copies])
 
 
@@ -334,7 +334,9 @@ class TopicCopier:
         if txn_id is None:  # only skipped messages or aborted data: the position moves all the same
             txn_id = self.target.begin(producer)
         offsets = [
-            OffsetWithMetadata(self.topic, page.partition, history[-1].target, encode_history(history))
+            CommittedOffset(
+                topic=self.topic, partition=page.partition, offset=history[-1].target, metadata=encode_history(history)
+            )
             for page, history, _, _ in progress
         ]
         self.target.add_offsets(txn_id, self.group, offsets)
@@ -374,7 +376,14 @@ class TopicCopier:
         after = record(
             history, Snapshot(part.log_start_offset, history[-1].target, now_ms()), self.settings.snapshot_interval_ms
         )
-        page = Page(partition, position, [], part.log_start_offset, part.log_start_offset, part.high_watermark)
+        page = Page(
+            partition=partition,
+            offset=position,
+            messages=[],
+            next_offset=part.log_start_offset,
+            last_stable_offset=part.log_start_offset,
+            high_watermark=part.high_watermark,
+        )
         self._commit(producer, None, [(page, after, 0, {SKIPPED_RETENTION: lost})])
         return part.log_start_offset
 

@@ -2,7 +2,7 @@
 :class:`AsyncTransactionalProducer`, :class:`AsyncConsumer`, :class:`AsyncShareConsumer`.
 
 Same behaviour as the blocking classes, on :class:`httpx.AsyncClient`. They share
-the request definitions (:mod:`sdk._api`), the retry decisions (:mod:`sdk._http`),
+the request definitions (:mod:`sdk.calls`), the retry decisions (:mod:`sdk._http`),
 the partitioner and sequence bookkeeping (:mod:`sdk._routing`), the transaction
 state machine (:mod:`sdk._txn_state`) and the consumer bookkeeping
 (:mod:`sdk._consumer_core`); only the waiting differs.

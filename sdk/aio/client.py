@@ -3,14 +3,15 @@
 from __future__ import annotations
 
 from collections.abc import Iterable, Mapping
-from typing import Any
+from typing import Any, TypeVar, Unpack
 
-from sdk import _api
-from sdk._api import TopicPartition
-from sdk._http import DEFAULT_MAX_CONNECTIONS, DEFAULT_TIMEOUT, RetryPolicy
+from sdk import calls
+from sdk._connection import ConnectionOptions
+from sdk._http import Call
 from sdk.aio._base import AsyncBase
+from sdk.calls import TopicPartition
 from sdk.errors import TopicExistsError
-from sdk.message import Message, to_wire
+from sdk.message import Message, placed_on_wire
 from sdk.models import (
     CommittedOffset,
     FetchResult,
@@ -20,31 +21,30 @@ from sdk.models import (
     TransactionInfo,
 )
 
+T = TypeVar("T")
+
 
 class AsyncClient(AsyncBase):
     """Asyncio twin of :class:`sdk.Client` (topics, raw fetch, group offsets, states)."""
 
-    def __init__(
-        self, url: str, *, timeout: float = DEFAULT_TIMEOUT, retry: RetryPolicy | None = None,
-        max_connections: int = DEFAULT_MAX_CONNECTIONS, token: str | None = None, verify: bool | str = True,
-    ) -> None:
-        super().__init__(url, timeout, retry, max_connections, token=token, verify=verify)
+    def __init__(self, url: str, **connection: Unpack[ConnectionOptions]) -> None:
+        super().__init__(url, **connection)
 
     async def create_topic(self, name: str, partitions: int = 1, *, exist_ok: bool = False) -> None:
         """Create ``name``; ``exist_ok`` ignores TOPIC_EXISTS."""
         try:
-            await self._transport.call(_api.create_topic(name, partitions))
+            await self._transport.call(calls.create_topic(name, partitions))
         except TopicExistsError:
             if not exist_ok:
                 raise
 
     async def get_topic(self, name: str) -> TopicMetadata:
         """Partitions of ``name`` with their offsets."""
-        return await self._transport.call(_api.get_topic(name))
+        return await self._transport.call(calls.get_topic(name))
 
     async def list_topics(self, *, include_system: bool = False) -> dict[str, int]:
         """``{topic: partition count}``."""
-        return await self._transport.call(_api.list_topics(include_system))
+        return await self._transport.call(calls.list_topics(include_system))
 
     async def fetch(
         self, topic: str, partition: int, offset: int = 0, *, max_messages: int = 500, max_wait_ms: int = 0,
@@ -52,55 +52,53 @@ class AsyncClient(AsyncBase):
     ) -> FetchResult:
         """Read one partition from ``offset``."""
         return await self._transport.call(
-            _api.fetch(topic, partition, offset, max_messages=max_messages, max_wait_ms=max_wait_ms, isolation=isolation)
+            calls.fetch(topic, partition, offset, max_messages=max_messages, max_wait_ms=max_wait_ms, isolation=isolation)
         )
 
     async def commit_offsets(self, group: str, offsets: Mapping[TopicPartition, int]) -> None:
         """Set ``group``'s committed offsets."""
-        await self._transport.call(_api.commit_group_offsets(group, offsets))
+        await self._transport.call(calls.commit_group_offsets(group, offsets))
 
     async def committed_offsets(self, group: str) -> list[CommittedOffset]:
         """Every committed offset of ``group``."""
-        return await self._transport.call(_api.group_offsets(group))
+        return await self._transport.call(calls.group_offsets(group))
 
     async def list_groups(self) -> list[dict[str, Any]]:
         """``[{"group", "state", "members"}]`` of every consumer group."""
-        return await self._transport.call(_api.list_groups())
+        return await self._transport.call(calls.list_groups())
 
     async def describe_group(self, group: str) -> GroupDescription:
         """``group``'s state, live members with their assignments, and committed offsets with lag."""
-        return await self._transport.call(_api.describe_group(group))
+        return await self._transport.call(calls.describe_group(group))
 
     async def produce(self, topic: str, messages: Iterable[Message]) -> list[tuple[int, int]]:
         """Write ``messages`` atomically, partitioned by the broker (not idempotent)."""
-        wire = []
-        for m in messages:
-            entry = to_wire(m.value, m.key, m.headers)
-            if m.partition is not None:
-                entry["partition"] = m.partition
-            wire.append(entry)
-        return await self._transport.call(_api.produce(topic, wire))
+        return await self._transport.call(calls.produce(topic, [placed_on_wire(m) for m in messages]))
 
     async def get_half_message(self, message_id: str) -> HalfMessageInfo:
         """State of one half message."""
-        return await self._transport.call(_api.get_half_message(message_id))
+        return await self._transport.call(calls.get_half_message(message_id))
 
     async def list_half_messages(self, producer_group: str, state: str | None = "PREPARED") -> list[HalfMessageInfo]:
         """Half messages of ``producer_group``, optionally only those in ``state``."""
-        return await self._transport.call(_api.list_half_messages(producer_group, state))
+        return await self._transport.call(calls.list_half_messages(producer_group, state))
 
     async def commit_half_message(self, message_id: str) -> dict[str, Any]:
         """Commit a half message by id (idempotent)."""
-        return await self._transport.call(_api.end_half_message(message_id, "commit"))
+        return await self._transport.call(calls.end_half_message(message_id, "commit"))
 
     async def rollback_half_message(self, message_id: str) -> dict[str, Any]:
         """Roll a half message back by id (idempotent)."""
-        return await self._transport.call(_api.end_half_message(message_id, "rollback"))
+        return await self._transport.call(calls.end_half_message(message_id, "rollback"))
 
     async def get_transaction(self, txn_id: str) -> TransactionInfo:
         """State of a Kafka-mode transaction."""
-        return await self._transport.call(_api.get_transaction(txn_id))
+        return await self._transport.call(calls.get_transaction(txn_id))
 
     async def health(self) -> Any:
         """``GET /healthz``; raises if the broker is unreachable."""
-        return await self._transport.call(_api.health())
+        return await self._transport.call(calls.health())
+
+    async def call(self, call: Call[T]) -> T:
+        """Send any request built by :mod:`sdk.calls`; its parsed answer (see :meth:`sdk.Client.call`)."""
+        return await self._transport.call(call)

@@ -9,15 +9,15 @@ import inspect
 import logging
 import time
 from collections.abc import AsyncIterator, Awaitable, Callable, Iterable, Mapping
-from typing import TYPE_CHECKING
+from typing import TYPE_CHECKING, Unpack
 
-from sdk import _api
-from sdk._api import TopicPartition
+from sdk import calls
+from sdk._connection import ConnectionOptions
 from sdk._consumer_core import MAX_BROKER_WAIT_MS, ConsumerCore
-from sdk._http import DEFAULT_MAX_CONNECTIONS, DEFAULT_TIMEOUT, RetryPolicy
 from sdk._membership import Membership, exactly_once_committer
 from sdk._txn_state import TransactionState
 from sdk.aio._base import AsyncBase
+from sdk.calls import TopicPartition
 from sdk.consumer import COMMIT_ATTEMPTS, DEFAULT_LONG_POLL_SLICE, Outputs, batch_start, outputs_of
 from sdk.errors import (
     BrokerUnavailableError,
@@ -56,10 +56,9 @@ class AsyncConsumer(AsyncBase):
         session_timeout_ms: int | None = None,
         partitions: Iterable[TopicPartition] | None = None, auto_offset_reset: str = "earliest",
         max_poll_messages: int = 500, long_poll_slice: float = DEFAULT_LONG_POLL_SLICE,
-        timeout: float = DEFAULT_TIMEOUT, retry: RetryPolicy | None = None,
-        max_connections: int = DEFAULT_MAX_CONNECTIONS, token: str | None = None, verify: bool | str = True,
+        **connection: Unpack[ConnectionOptions],
     ) -> None:
-        super().__init__(url, timeout, retry, max_connections, token=token, verify=verify)
+        super().__init__(url, **connection)
         self._core = ConsumerCore(
             group, topics, partitions=partitions, isolation_level=isolation_level, auto_offset_reset=auto_offset_reset,
             delivery=delivery, auto_commit=auto_commit,
@@ -73,7 +72,6 @@ class AsyncConsumer(AsyncBase):
         self._assignment_changed = asyncio.Event()
         self._wake_heartbeat = asyncio.Event()
         self._heartbeats: asyncio.Task[None] | None = None
-        self._metadata: dict[str, TopicMetadata] = {}
 
     @property
     def group(self) -> str:
@@ -189,14 +187,14 @@ class AsyncConsumer(AsyncBase):
         return self._core.record(tp, result) if result is not None else []
 
     async def _fetch_raw(self, tp: TopicPartition, max_messages: int, wait_ms: int) -> FetchResult | None:
-        call = _api.fetch(
+        call = calls.fetch(
             tp[0], tp[1], self._core.positions[tp], max_messages=max_messages,
             max_wait_ms=min(wait_ms, MAX_BROKER_WAIT_MS), isolation=self._core.isolation_level,
         )
         try:
             return await self._transport.call(call)
         except OffsetOutOfRangeError:
-            metadata = await self._transport.call(_api.get_topic(tp[0]))
+            metadata = await self._transport.call(calls.get_topic(tp[0]))
             self._core.seek(tp, self._core.reset_offset(tp, metadata))
             return None
 
@@ -217,7 +215,7 @@ class AsyncConsumer(AsyncBase):
             return
         async with self._lock:
             try:
-                await self._transport.call(_api.commit_group_offsets(self._core.group, offsets, self.group_metadata()))
+                await self._transport.call(calls.commit_group_offsets(self._core.group, offsets, self.group_metadata()))
             except FencedMemberEpochError:
                 self._wake_heartbeat.set()
                 raise
@@ -301,7 +299,7 @@ class AsyncConsumer(AsyncBase):
             await self._commit_transaction(producer)
         except FencedMemberEpochError:
             await self._abandon(producer, {})
-        found = await self._transport.call(_api.group_offsets(self.group))
+        found = await self._transport.call(calls.group_offsets(self.group))
         committed = {(c.topic, c.partition): c.offset for c in found}
         for tp in list(self._core.positions):
             if tp in committed:
@@ -318,7 +316,7 @@ class AsyncConsumer(AsyncBase):
             topics = sorted(set(core.topics) | {t for t, _ in core.requested_partitions or []})
             metadata = {t: await self._topic(t) for t in topics}
             partitions = core.assignment_for(list(metadata.values()))
-            committed = await self._transport.call(_api.group_offsets(core.group))
+            committed = await self._transport.call(calls.group_offsets(core.group))
             core.assign(partitions, metadata, committed)
             return
         async with self._lock:
@@ -341,8 +339,8 @@ class AsyncConsumer(AsyncBase):
             if lost or revoked:
                 self._wake_heartbeat.set()
         if assigned:
-            committed = await self._transport.call(_api.group_offsets(self._core.group))
-            metadata = {t: await self._topic(t, fresh=True) for t in sorted({t for t, _ in assigned})}
+            committed = await self._transport.call(calls.group_offsets(self._core.group))
+            metadata = {t: await self._topic(t) for t in sorted({t for t, _ in assigned})}
             self._core.assign(assigned, metadata, committed)
             membership.taken_up(assigned)
             await _call_back(self.on_assigned, assigned)
@@ -392,10 +390,9 @@ class AsyncConsumer(AsyncBase):
             self._assignment_changed.set()
         return again
 
-    async def _topic(self, topic: str, *, fresh: bool = False) -> TopicMetadata:
-        if fresh or topic not in self._metadata:
-            self._metadata[topic] = await self._transport.call(_api.get_topic(topic))
-        return self._metadata[topic]
+    async def _topic(self, topic: str) -> TopicMetadata:
+        """Where ``topic``'s partitions start and end now (for where a partition taken up starts)."""
+        return await self._transport.call(calls.get_topic(topic))
 
     # -- lifecycle ---------------------------------------------------------------------------------
 

@@ -3,13 +3,13 @@
 from __future__ import annotations
 
 import asyncio
-from typing import Any
+from typing import Any, Unpack
 
-from sdk import _api
-from sdk._api import TopicPartition
-from sdk._http import DEFAULT_MAX_CONNECTIONS, DEFAULT_TIMEOUT, RetryPolicy
-from sdk._routing import PartitionRouter, SequenceSession, outcome_unknown
+from sdk import calls
+from sdk._connection import ConnectionOptions
+from sdk._routing import PartitionRouter, SequenceSession, highest_named, outcome_unknown
 from sdk.aio._base import AsyncBase
+from sdk.calls import TopicPartition
 from sdk.errors import IllegalStateError
 from sdk.message import Message, to_wire
 
@@ -21,11 +21,8 @@ class AsyncProducer(AsyncBase):
     partition) because sequence numbers must arrive in order.
     """
 
-    def __init__(
-        self, url: str, *, timeout: float = DEFAULT_TIMEOUT, retry: RetryPolicy | None = None,
-        max_connections: int = DEFAULT_MAX_CONNECTIONS, token: str | None = None, verify: bool | str = True,
-    ) -> None:
-        super().__init__(url, timeout, retry, max_connections, token=token, verify=verify)
+    def __init__(self, url: str, **connection: Unpack[ConnectionOptions]) -> None:
+        super().__init__(url, **connection)
         self._router = PartitionRouter()
         self._session: SequenceSession | None = None
         self._session_lock = asyncio.Lock()
@@ -42,7 +39,7 @@ class AsyncProducer(AsyncBase):
         partition: int | None = None,
     ) -> tuple[int, int]:
         """Write one message exactly once; ``(partition, offset)``."""
-        return (await self.send_batch(topic, [Message(topic, value, key, headers or {})], partition=partition))[0]
+        return (await self.send_batch(topic, [Message(topic, value, key=key, headers=headers or {})], partition=partition))[0]
 
     async def send_batch(
         self, topic: str, messages: list[Message], *, partition: int | None = None
@@ -50,13 +47,9 @@ class AsyncProducer(AsyncBase):
         """Write several messages of one topic; one request per partition, results in input order."""
         if self._closed:
             raise IllegalStateError("producer is closed")
-        count = await self.partitions_for(topic)
-        by_partition: dict[int, list[int]] = {}
-        for index, m in enumerate(messages):
-            p = self._router.choose(topic, m.key, partition if partition is not None else m.partition, count)
-            by_partition.setdefault(p, []).append(index)
+        count = await self._partition_count(topic, highest_named(messages, partition))
         results: list[tuple[int, int]] = [(-1, -1)] * len(messages)
-        for p, indexes in by_partition.items():
+        for p, indexes in self._router.split(topic, messages, partition, count).items():
             offsets = await self._send_to_partition((topic, p), [messages[i] for i in indexes])
             for i, offset in zip(indexes, offsets, strict=True):
                 results[i] = (p, offset)
@@ -67,9 +60,10 @@ class AsyncProducer(AsyncBase):
         async with self._partition_locks.setdefault(tp, asyncio.Lock()):
             session = await self._current_session()
             base = session.base_sequence(tp)
-            call = _api.produce_to_partition(tp[0], tp[1], wire, producer=session.identity, base_sequence=base)
+            call = calls.produce_to_partition(tp[0], tp[1], wire, producer=session.identity, base_sequence=base)
             try:
-                result = await self._transport.call(call)
+                with self._partition_counts.watching(tp[0]):
+                    result = await self._transport.call(call)
             except Exception as exc:
                 if outcome_unknown(exc) and self._session is session:
                     self._session = None  # see SequenceSession: never reuse a maybe-taken number
@@ -80,7 +74,7 @@ class AsyncProducer(AsyncBase):
     async def _current_session(self) -> SequenceSession:
         async with self._session_lock:
             if self._session is None:
-                self._session = SequenceSession(await self._transport.call(_api.init_producer()))
+                self._session = SequenceSession(await self._transport.call(calls.init_producer()))
             return self._session
 
     async def close(self) -> None:

@@ -8,11 +8,10 @@ import inspect
 import logging
 import time
 from collections.abc import AsyncIterator, Awaitable, Callable, Iterable
-from types import TracebackType
-from typing import Any
+from typing import Any, Unpack
 
-from sdk._api import ShareAck
-from sdk._http import DEFAULT_MAX_CONNECTIONS, DEFAULT_TIMEOUT, AsyncTransport, Call, RetryPolicy
+from sdk._connection import ConnectionOptions
+from sdk._http import Call
 from sdk._share_core import (
     DEFAULT_LOCK_MS,
     DEFAULT_MAX_EXTENSION,
@@ -22,6 +21,8 @@ from sdk._share_core import (
     receipts_of,
     report,
 )
+from sdk.aio._base import AsyncBase
+from sdk.calls import ShareAck
 from sdk.models import AckResult, ReceivedMessage, ShareGroupInfo
 
 logger = logging.getLogger("halfmq.sdk")
@@ -29,38 +30,24 @@ logger = logging.getLogger("halfmq.sdk")
 Handler = Callable[[ReceivedMessage], Awaitable[Any] | Any]
 
 
-class AsyncShareConsumer:
+class AsyncShareConsumer(AsyncBase):
     """Asyncio twin of :class:`sdk.ShareConsumer`: ``await receive()``, ``async for``, ``await ack()``.
 
     The lock-renewing task starts with the first receive (it needs a running loop).
     """
 
     def __init__(
-        self,
-        url: str,
-        group: str,
-        topic: str,
-        *,
-        max_messages: int = DEFAULT_MAX_MESSAGES,
-        lock_ms: int = DEFAULT_LOCK_MS,
-        ordered: bool = False,
-        auto_extend: bool = True,
-        max_extension: float | None = DEFAULT_MAX_EXTENSION,
-        on_acknowledged: Callable[[list[AckResult]], None] = report,
-        token: str | None = None,
-        timeout: float = DEFAULT_TIMEOUT,
-        retry: RetryPolicy | None = None,
-        max_connections: int = DEFAULT_MAX_CONNECTIONS,
+        self, url: str, group: str, topic: str, *, max_messages: int = DEFAULT_MAX_MESSAGES,
+        lock_ms: int = DEFAULT_LOCK_MS, ordered: bool = False, auto_extend: bool = True,
+        max_extension: float | None = DEFAULT_MAX_EXTENSION, on_acknowledged: Callable[[list[AckResult]], None] = report,
+        **connection: Unpack[ConnectionOptions],
     ) -> None:
-        self.url = url.rstrip("/")
+        super().__init__(url, **connection)
         self.core = ShareCore(
             group, topic, max_messages=max_messages, lock_ms=lock_ms, ordered=ordered, max_extension=max_extension,
             on_acknowledged=on_acknowledged,
         )
         self.auto_extend = auto_extend
-        self._transport = AsyncTransport(
-            self.url, timeout=timeout, retry=retry, max_connections=max_connections, token=token
-        )
         self._keeper: asyncio.Task[None] | None = None
 
     @property
@@ -190,12 +177,4 @@ class AsyncShareConsumer:
                 await self._transport.call(release)
             except Exception:  # best effort: the locks run out by themselves
                 logger.warning("could not release the held share-group messages on close", exc_info=True)
-        await self._transport.aclose()
-
-    async def __aenter__(self) -> AsyncShareConsumer:
-        return self
-
-    async def __aexit__(
-        self, exc_type: type[BaseException] | None, exc: BaseException | None, tb: TracebackType | None
-    ) -> None:
-        await self.close()
+        await super().close()

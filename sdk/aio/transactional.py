@@ -6,48 +6,33 @@ import asyncio
 import contextlib
 import logging
 from collections.abc import AsyncIterator, Iterable, Mapping
-from typing import Any
+from typing import Any, Unpack
 
-from sdk import _api
-from sdk._api import TopicPartition
-from sdk._http import DEFAULT_MAX_CONNECTIONS, DEFAULT_TIMEOUT, RetryPolicy
+from sdk import calls
+from sdk._connection import ConnectionOptions
 from sdk._membership import committing_member, refreshed_member
-from sdk._routing import PartitionRouter
 from sdk._share_core import Receipted, failure, receipts_of
-from sdk._txn_state import TransactionManager, TransactionState
+from sdk._transactional_parts import DEFAULT_TRANSACTION_TIMEOUT_MS, TransactionalParts
+from sdk._txn_state import TransactionState
 from sdk.aio._base import AsyncBase
+from sdk.calls import TopicPartition
 from sdk.errors import ConcurrentTransactionsError, FencedMemberEpochError
 from sdk.message import to_wire
 from sdk.models import AckResult, GroupMetadata
-from sdk.transactional import DEFAULT_TRANSACTION_TIMEOUT_MS
 
 logger = logging.getLogger("halfmq.sdk")
 
 
-class AsyncTransactionalProducer(AsyncBase):
+class AsyncTransactionalProducer(TransactionalParts, AsyncBase):
     """Asyncio twin of :class:`sdk.TransactionalProducer`; ``async with producer.transaction():``."""
 
     def __init__(
         self, url: str, transactional_id: str, *, transaction_timeout_ms: int = DEFAULT_TRANSACTION_TIMEOUT_MS,
-        timeout: float = DEFAULT_TIMEOUT, retry: RetryPolicy | None = None,
-        max_connections: int = DEFAULT_MAX_CONNECTIONS, token: str | None = None, verify: bool | str = True,
+        **connection: Unpack[ConnectionOptions],
     ) -> None:
-        super().__init__(url, timeout, retry, max_connections, token=token, verify=verify)
-        self.transactional_id = transactional_id
-        self.transaction_timeout_ms = transaction_timeout_ms
-        self._manager = TransactionManager(transactional_id)
-        self._router = PartitionRouter()
+        super().__init__(url, **connection)
+        self._take_transactional_id(transactional_id, transaction_timeout_ms)
         self._lock = asyncio.Lock()
-
-    @property
-    def state(self) -> TransactionState:
-        """The client-side transaction state."""
-        return self._manager.state
-
-    @property
-    def producer_epoch(self) -> int | None:
-        """Current epoch (``None`` before ``init_transactions()``)."""
-        return self._manager.session.identity.producer_epoch if self._manager.session else None
 
     async def init_transactions(self) -> None:
         """Register the transactional id: new epoch, older instances fenced. Call once."""
@@ -57,8 +42,7 @@ class AsyncTransactionalProducer(AsyncBase):
             await self._init_producer()
 
     async def _init_producer(self) -> None:
-        identity = await self._transport.call(_api.init_producer(self.transactional_id, self.transaction_timeout_ms))
-        self._manager.initialized(identity)
+        self._manager.initialized(await self._transport.call(self._init_producer_call()))
 
     def begin_transaction(self) -> None:
         """Start a transaction (local; the broker hears of it at the first write)."""
@@ -72,13 +56,13 @@ class AsyncTransactionalProducer(AsyncBase):
         async with self._lock:
             manager = self._manager
             manager.require_in_transaction("send")
-            with manager.failures_recorded():
-                p = self._router.choose(topic, key, partition, await self.partitions_for(topic))
+            with manager.failures_recorded(), self._partition_counts.watching(topic):
+                p = self._router.choose(topic, key, partition, await self._partition_count(topic, partition))
                 tp = (topic, p)
                 base = manager.base_sequence(tp)
                 # The first write begins the broker's transaction (no request of its own).
                 result = await self._transport.call(
-                    _api.produce_to_partition(
+                    calls.produce_to_partition(
                         topic, p, [to_wire(value, key, headers)], producer=manager.identity, base_sequence=base,
                         txn_id=manager.txn_id, transactional=True,
                     )
@@ -97,12 +81,12 @@ class AsyncTransactionalProducer(AsyncBase):
             with self._manager.failures_recorded():
                 txn_id = await self._ensure_broker_transaction()
                 try:
-                    await self._transport.call(_api.add_offsets_to_transaction(txn_id, name, offsets, member))
+                    await self._transport.call(calls.add_offsets_to_transaction(txn_id, name, offsets, member))
                 except FencedMemberEpochError:
                     fresh = refreshed_member(offsets, member)  # a heartbeat moved the epoch on meanwhile
                     if fresh is None:
                         raise
-                    await self._transport.call(_api.add_offsets_to_transaction(txn_id, name, offsets, fresh))
+                    await self._transport.call(calls.add_offsets_to_transaction(txn_id, name, offsets, fresh))
 
     async def send_acks_to_transaction(
         self, group: str, messages: Receipted | Iterable[Receipted]
@@ -112,7 +96,7 @@ class AsyncTransactionalProducer(AsyncBase):
             self._manager.require_in_transaction("send_acks_to_transaction")
             try:
                 txn_id = await self._ensure_broker_transaction()
-                call = _api.add_acks_to_transaction(txn_id, group, receipts_of(messages))
+                call = calls.add_acks_to_transaction(txn_id, group, receipts_of(messages))
                 results = await self._transport.call(call)
                 refused = failure(results)
                 if refused is not None:
@@ -127,7 +111,7 @@ class AsyncTransactionalProducer(AsyncBase):
             txn_id = self._manager.txn_id
             if self._manager.begin_commit() and txn_id is not None:
                 with self._manager.failures_recorded():
-                    await self._transport.call(_api.end_transaction(txn_id, "commit"))
+                    await self._transport.call(calls.end_transaction(txn_id, "commit"))
             self._manager.completed()
 
     async def abort_transaction(self) -> None:
@@ -141,7 +125,7 @@ class AsyncTransactionalProducer(AsyncBase):
                     await self._init_producer()
                     return
                 if needs_request and txn_id is not None:
-                    await self._transport.call(_api.end_transaction(txn_id, "abort"))
+                    await self._transport.call(calls.end_transaction(txn_id, "abort"))
             manager.completed()
 
     @contextlib.asynccontextmanager
@@ -167,7 +151,7 @@ class AsyncTransactionalProducer(AsyncBase):
         if manager.txn_id is None:
             try:
                 info = await self._transport.call(
-                    _api.begin_transaction(manager.identity, self.transaction_timeout_ms)
+                    calls.begin_transaction(manager.identity, self.transaction_timeout_ms)
                 )
             except ConcurrentTransactionsError:
                 manager.needs_epoch_bump = True

@@ -32,3 +32,19 @@ def test_check_request_becomes_a_message_with_transaction_fields() -> None:
              "value": {"x": 1}, "headers": {}, "check_times": 2, "born_timestamp": 1234}
     m = from_wire(check)
     assert (m.topic, m.message_id, m.transaction_id, m.check_times, m.timestamp) == ("orders", "m1", "t1", 2, 1234)
+
+
+def test_a_share_group_message_carries_every_field_a_fetched_message_does() -> None:
+    """Built from the same fields by name, so a field added to Message reaches ReceivedMessage too."""
+    from dataclasses import fields
+
+    from sdk.models import ReceivedMessage
+
+    body = {"topic": "t", "partition": 1, "offset": 4, "timestamp": 99, "key": "k", "value_base64": "aGk=",
+            "headers": {"h": "v"}, "message_id": "m-1", "transaction_id": "x-1", "check_times": 2,
+            "receipt": "r-1", "delivery_count": 3, "lock_expires_ms": 1234}
+    received, fetched = ReceivedMessage.from_json(body), from_wire(body)
+    for field in fields(Message):
+        assert getattr(received, field.name) == getattr(fetched, field.name), field.name
+    assert (received.receipt, received.delivery_count, received.lock_expires_ms) == ("r-1", 3, 1234)
+    assert received.value == b"hi"

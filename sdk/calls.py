@@ -1,15 +1,21 @@
-"""Every broker request the SDK makes, as a :class:`~sdk._http.Call` (no I/O here).
+"""Every broker request, as a :class:`Call` (no I/O here): the SDK's public call builders.
 
 Blocking and asyncio classes both build their requests with these functions and
 hand them to their transport, so a path, a body shape or an idempotency decision
-is written down exactly once.
+is written down exactly once. Tools that speak the broker's HTTP API for their own
+ends (the replicator, the Spark source, the ``halfmq`` CLI) build theirs here too,
+and send them with :meth:`sdk.Client.call`.
 """
 
 from __future__ import annotations
 
-from collections.abc import Mapping, Sequence
-from typing import Any
+import json
+from collections.abc import Callable, Mapping, Sequence
+from dataclasses import replace
+from typing import Any, TypedDict, Unpack
 from urllib.parse import quote
+
+import httpx
 
 from sdk._http import Call
 from sdk.models import (
@@ -22,14 +28,73 @@ from sdk.models import (
     MemberAssignment,
     ProduceResult,
     ProducerIdentity,
+    RawFetchResult,
     ReceivedMessage,
     ShareGroupInfo,
     TopicMetadata,
     TransactionInfo,
 )
 
+__all__ = [
+    "ARROW_STREAM",
+    "Call",
+    "ShareAck",
+    "TopicChanges",
+    "TopicPartition",
+    "add_acks_to_transaction",
+    "add_offsets_to_transaction",
+    "alter_topic",
+    "begin_transaction",
+    "cluster_name",
+    "commit_group_offsets",
+    "create_acl",
+    "create_principal",
+    "create_token",
+    "create_topic",
+    "delete_acl",
+    "delete_topic",
+    "describe_group",
+    "describe_share_group",
+    "end_half_message",
+    "end_transaction",
+    "fetch",
+    "fetch_arrow",
+    "fetch_raw",
+    "get_half_message",
+    "get_topic",
+    "get_transaction",
+    "group_offsets",
+    "health",
+    "heartbeat",
+    "init_producer",
+    "join_group",
+    "leave_group",
+    "list_acls",
+    "list_groups",
+    "list_half_messages",
+    "list_principals",
+    "list_tokens",
+    "list_topics",
+    "list_transactions",
+    "poll_checks",
+    "prepare_half_message",
+    "produce",
+    "produce_encoded",
+    "produce_to_partition",
+    "recheck_half_message",
+    "register_listener",
+    "revoke_token",
+    "share_acks",
+    "share_extend",
+    "share_receive",
+    "unregister_listener",
+]
+
 TopicPartition = tuple[str, int]
 """``(topic, partition)``, the key of every offset mapping in the SDK."""
+
+ARROW_STREAM = "application/vnd.apache.arrow.stream"
+"""The media type of the fetch endpoint's Arrow answer (``docs/arrow.md``)."""
 
 
 def _seg(value: str | int) -> str:
@@ -42,8 +107,29 @@ def _ignore(_body: Any) -> None:
     return None
 
 
-def _offsets_json(offsets: Mapping[TopicPartition, int]) -> list[dict[str, Any]]:
-    return [{"topic": t, "partition": p, "offset": int(o)} for (t, p), o in sorted(offsets.items())]
+def _as_it_came(answer: Any) -> Any:
+    return answer
+
+
+def _response(response: httpx.Response) -> httpx.Response:
+    return response
+
+
+def _present(**params: Any) -> dict[str, Any]:
+    """Query parameters without the ones not given (``None``)."""
+    return {name: value for name, value in params.items() if value is not None}
+
+
+def _offsets_json(
+    offsets: Mapping[TopicPartition, int], metadata: Mapping[TopicPartition, str] | None = None
+) -> list[dict[str, Any]]:
+    entries = []
+    for (topic, partition), offset in sorted(offsets.items()):
+        entry: dict[str, Any] = {"topic": topic, "partition": partition, "offset": int(offset)}
+        if metadata is not None and (topic, partition) in metadata:
+            entry["metadata"] = metadata[(topic, partition)]
+        entries.append(entry)
+    return entries
 
 
 # --- topics, produce, fetch, groups --------------------------------------------------
@@ -51,7 +137,12 @@ def _offsets_json(offsets: Mapping[TopicPartition, int]) -> list[dict[str, Any]]
 
 def health() -> Call[Any]:
     """``GET /healthz``."""
-    return Call("GET", "/healthz", parse=lambda body: body)
+    return Call("GET", "/healthz", parse=_as_it_came)
+
+
+def cluster_name() -> Call[str]:
+    """``GET /v1/cluster`` → the broker's ``HALFMQ_CLUSTER_NAME``."""
+    return Call("GET", "/v1/cluster", parse=lambda body: str(body["cluster_name"]))
 
 
 def create_topic(name: str, partitions: int) -> Call[dict[str, Any]]:
@@ -70,6 +161,25 @@ def list_topics(include_system: bool) -> Call[dict[str, int]]:
 def get_topic(name: str) -> Call[TopicMetadata]:
     """``GET /v1/topics/{topic}``."""
     return Call("GET", f"/v1/topics/{_seg(name)}", parse=TopicMetadata.from_json)
+
+
+class TopicChanges(TypedDict, total=False):
+    """What ``PATCH /v1/topics/{topic}`` changes: more ``partitions`` (never fewer), or retention
+    (``None``: back to the broker's default; -1: no limit)."""
+
+    partitions: int
+    retention_ms: int | None
+    retention_bytes: int | None
+
+
+def alter_topic(name: str, **changes: Unpack[TopicChanges]) -> Call[TopicMetadata]:
+    """``PATCH /v1/topics/{topic}``: setting the same values twice is harmless."""
+    return Call("PATCH", f"/v1/topics/{_seg(name)}", json=dict(changes), parse=TopicMetadata.from_json)
+
+
+def delete_topic(name: str) -> Call[None]:
+    """``DELETE /v1/topics/{topic}`` (a resend after a lost answer reads TOPIC_NOT_FOUND)."""
+    return Call("DELETE", f"/v1/topics/{_seg(name)}", parse=_ignore)
 
 
 def produce(topic: str, messages: Sequence[Mapping[str, Any]]) -> Call[list[tuple[int, int]]]:
@@ -97,21 +207,48 @@ def produce_to_partition(
     ``transactional`` without ``txn_id``: into the producer's open transaction, begun
     by this write if there is none; the result names it.
     """
-    body: dict[str, Any] = {"messages": list(messages)}
-    if producer is not None:
-        body["producer_id"] = producer.producer_id
-        body["producer_epoch"] = producer.producer_epoch
-    if base_sequence is not None:
-        body["base_sequence"] = base_sequence
-    if txn_id is not None:
-        body["txn_id"] = txn_id
-    elif transactional:
-        body["transactional"] = True
+    body = {"messages": list(messages), **_batch_fields(producer, base_sequence, txn_id, transactional)}
     return Call(
         "POST", f"/v1/topics/{_seg(topic)}/partitions/{partition}/messages", json=body,
         idempotent=base_sequence is not None,
         parse=lambda answer: ProduceResult.from_json(answer, partition),
     )
+
+
+def produce_encoded(
+    topic: str,
+    partition: int,
+    encoded: Sequence[bytes],
+    *,
+    producer: ProducerIdentity | None = None,
+    base_sequence: int | None = None,
+    txn_id: str | None = None,
+    transactional: bool = False,
+) -> Call[ProduceResult]:
+    """:func:`produce_to_partition` for messages already encoded as JSON objects, each spliced
+    into the body as it is (a caller that copies many messages encodes them once, its own way)."""
+    fields = json.dumps(_batch_fields(producer, base_sequence, txn_id, transactional), separators=(",", ":"))
+    rest = fields.encode()[1:-1]  # the object's members, without its braces
+    content = b'{"messages":[' + b",".join(encoded) + b"]" + (b"," + rest if rest else b"") + b"}"
+    return replace(produce_to_partition(topic, partition, [], producer=producer, base_sequence=base_sequence),
+                   json=None, content=content)
+
+
+def _batch_fields(
+    producer: ProducerIdentity | None, base_sequence: int | None, txn_id: str | None, transactional: bool
+) -> dict[str, Any]:
+    """Who writes a partition batch and into what: the producer, its sequence, the transaction."""
+    fields: dict[str, Any] = {}
+    if producer is not None:
+        fields["producer_id"] = producer.producer_id
+        fields["producer_epoch"] = producer.producer_epoch
+    if base_sequence is not None:
+        fields["base_sequence"] = base_sequence
+    if txn_id is not None:
+        fields["txn_id"] = txn_id
+    elif transactional:
+        fields["transactional"] = True
+    return fields
 
 
 def fetch(
@@ -126,17 +263,43 @@ def fetch(
     )
 
 
+def fetch_raw(
+    topic: str, partition: int, offset: int, *, max_messages: int, max_wait_ms: int = 0,
+    isolation: str = "read_committed", decode: Callable[[bytes], Any] | None = None,
+) -> Call[RawFetchResult]:
+    """:func:`fetch`, its messages left as the broker's JSON; ``decode`` reads the answer's bytes
+    (a faster JSON codec than the standard one, for callers that move many messages)."""
+    call = fetch(topic, partition, offset, max_messages=max_messages, max_wait_ms=max_wait_ms, isolation=isolation)
+    return call.answered_by(RawFetchResult.from_json, decode=decode)
+
+
+def fetch_arrow(
+    topic: str, partition: int, offset: int, *, max_messages: int, isolation: str = "read_committed",
+    accept: str = ARROW_STREAM,
+) -> Call[httpx.Response]:
+    """:func:`fetch` answered as an Arrow IPC stream (``docs/arrow.md``): the whole
+    :class:`httpx.Response`, whose headers carry ``X-Halfmq-Next-Offset`` and the rest.
+    ``accept`` may also name JSON, for brokers that predate the Arrow answer."""
+    call = fetch(topic, partition, offset, max_messages=max_messages, max_wait_ms=0, isolation=isolation)
+    return call.answered_by(_response, headers={"Accept": accept}, whole_answer=True)
+
+
 def _member_json(member: GroupMetadata | None) -> dict[str, Any]:
     return {} if member is None else {"member_id": member.member_id, "member_epoch": member.member_epoch}
 
 
 def commit_group_offsets(
-    group: str, offsets: Mapping[TopicPartition, int], member: GroupMetadata | None = None
+    group: str,
+    offsets: Mapping[TopicPartition, int],
+    member: GroupMetadata | None = None,
+    *,
+    metadata: Mapping[TopicPartition, str] | None = None,
 ) -> Call[None]:
-    """``POST /v1/groups/{group}/offsets`` (as ``member``, while the group has members).
+    """``POST /v1/groups/{group}/offsets`` (as ``member``, while the group has members), with
+    ``metadata`` stored beside the offsets it names.
 
     Setting an offset twice is harmless."""
-    body = {"offsets": _offsets_json(offsets), **_member_json(member)}
+    body = {"offsets": _offsets_json(offsets, metadata), **_member_json(member)}
     return Call("POST", f"/v1/groups/{_seg(group)}/offsets", json=body, parse=_ignore)
 
 
@@ -213,13 +376,18 @@ def begin_transaction(producer: ProducerIdentity | None, timeout_ms: int | None)
 
 
 def add_offsets_to_transaction(
-    txn_id: str, group: str, offsets: Mapping[TopicPartition, int], member: GroupMetadata | None = None
+    txn_id: str,
+    group: str,
+    offsets: Mapping[TopicPartition, int],
+    member: GroupMetadata | None = None,
+    *,
+    metadata: Mapping[TopicPartition, str] | None = None,
 ) -> Call[None]:
     """``POST /v1/transactions/{txn_id}/offsets``: group offsets that commit with the transaction
     (staged by ``member``, which the broker checks now and again at the commit)."""
     return Call(
         "POST", f"/v1/transactions/{_seg(txn_id)}/offsets",
-        json={"group": group, "offsets": _offsets_json(offsets), **_member_json(member)}, parse=_ignore,
+        json={"group": group, "offsets": _offsets_json(offsets, metadata), **_member_json(member)}, parse=_ignore,
     )
 
 
@@ -232,6 +400,17 @@ def end_transaction(txn_id: str, action: str) -> Call[str]:
 def get_transaction(txn_id: str) -> Call[TransactionInfo]:
     """``GET /v1/transactions/{txn_id}``."""
     return Call("GET", f"/v1/transactions/{_seg(txn_id)}", parse=TransactionInfo.from_json)
+
+
+def list_transactions(
+    state: str | None = None, older_than_ms: int | None = None, transactional_id: str | None = None
+) -> Call[list[dict[str, Any]]]:
+    """``GET /v1/transactions?state=&older_than_ms=&transactional_id=`` (Kafka's list / find-hanging)."""
+    return Call(
+        "GET", "/v1/transactions",
+        params=_present(state=state, older_than_ms=older_than_ms, transactional_id=transactional_id),
+        parse=lambda body: list(body.get("transactions") or []),
+    )
 
 
 # --- half messages and back-checks (Mode 1) ------------------------------------------
@@ -268,9 +447,16 @@ def get_half_message(message_id: str) -> Call[HalfMessageInfo]:
     return Call("GET", f"/v1/half-messages/{_seg(message_id)}", parse=HalfMessageInfo.from_json)
 
 
-def list_half_messages(producer_group: str, state: str | None) -> Call[list[HalfMessageInfo]]:
-    """``GET /v1/half-messages?producer_group=&state=``."""
-    params = {"producer_group": producer_group} | ({"state": state} if state else {})
+def recheck_half_message(message_id: str) -> Call[HalfMessageInfo]:
+    """``POST /v1/half-messages/{id}/recheck``: a DISCARDED half message back to PREPARED."""
+    return Call("POST", f"/v1/half-messages/{_seg(message_id)}/recheck", json={}, parse=HalfMessageInfo.from_json)
+
+
+def list_half_messages(
+    producer_group: str | None, state: str | None, limit: int | None = None
+) -> Call[list[HalfMessageInfo]]:
+    """``GET /v1/half-messages?producer_group=&state=&limit=`` (a group or state not given: any)."""
+    params = _present(producer_group=producer_group or None, state=state or None, limit=limit)
     return Call(
         "GET", "/v1/half-messages", params=params,
         parse=lambda body: [HalfMessageInfo.from_json(h) for h in body.get("half_messages") or []],
@@ -374,3 +560,64 @@ def add_acks_to_transaction(txn_id: str, group: str, receipts: Sequence[str]) ->
         "POST", f"/v1/transactions/{_seg(txn_id)}/acks", json={"group": group, "receipts": list(receipts)},
         parse=_results,
     )
+
+
+# --- principals, tokens and ACLs (the admin token, or cluster:alter) ------------------
+
+
+def create_principal(name: str) -> Call[dict[str, Any]]:
+    """``POST /v1/principals``; not resent once it may have arrived (a repeat would be PRINCIPAL_EXISTS)."""
+    return Call("POST", "/v1/principals", json={"name": name}, idempotent=False, parse=dict)
+
+
+def list_principals() -> Call[list[dict[str, Any]]]:
+    """``GET /v1/principals``."""
+    return Call("GET", "/v1/principals", parse=lambda body: list(body.get("principals") or []))
+
+
+def create_token(principal: str) -> Call[dict[str, Any]]:
+    """``POST /v1/principals/{name}/tokens`` → ``{"token_id", "token", ...}`` (the secret, shown once);
+    not resent once it may have arrived (a repeat would make a second token)."""
+    return Call("POST", f"/v1/principals/{_seg(principal)}/tokens", idempotent=False, parse=dict)
+
+
+def list_tokens(principal: str | None = None) -> Call[list[dict[str, Any]]]:
+    """``GET /v1/tokens`` (ids and owners, never secrets)."""
+    return Call(
+        "GET", "/v1/tokens", params=_present(principal=principal), parse=lambda body: list(body.get("tokens") or [])
+    )
+
+
+def revoke_token(token_id: str) -> Call[None]:
+    """``DELETE /v1/tokens/{token_id}``."""
+    return Call("DELETE", f"/v1/tokens/{_seg(token_id)}", parse=_ignore)
+
+
+def create_acl(
+    principal: str, resource_type: str, pattern: str, operations: Sequence[str], *, prefixed: bool = False,
+    deny: bool = False,
+) -> Call[dict[str, Any]]:
+    """``POST /v1/acls`` → the ACL with its ``acl_id``; not resent once it may have arrived (a
+    repeat would add a second, equal ACL)."""
+    body = {
+        "principal": principal,
+        "resource_type": resource_type,
+        "pattern": pattern,
+        "pattern_type": "prefixed" if prefixed else "literal",
+        "operations": list(operations),
+        "permission": "deny" if deny else "allow",
+    }
+    return Call("POST", "/v1/acls", json=body, idempotent=False, parse=dict)
+
+
+def list_acls(principal: str | None = None, resource_type: str | None = None) -> Call[list[dict[str, Any]]]:
+    """``GET /v1/acls``."""
+    return Call(
+        "GET", "/v1/acls", params=_present(principal=principal, resource_type=resource_type),
+        parse=lambda body: list(body.get("acls") or []),
+    )
+
+
+def delete_acl(acl_id: str) -> Call[None]:
+    """``DELETE /v1/acls/{acl_id}``."""
+    return Call("DELETE", f"/v1/acls/{_seg(acl_id)}", parse=_ignore)
