@@ -14,6 +14,7 @@ from half_store.domain.errors import StorageUnavailable
 from half_store.metrics import GROUP_MEMBERS, LONG_POLL_WAITERS, core_metrics
 from half_store.services.access import AccessService
 from half_store.services.admin import AdminService
+from half_store.services.batch_log import BatchLog
 from half_store.services.callback_guard import CallbackGuard
 from half_store.services.check_polling import CheckPolling
 from half_store.services.coordinator import Coordinator
@@ -47,6 +48,7 @@ class Broker(BrokerHandle):
     admin: AdminService
     groups: GroupCoordinator
     shares: ShareGroupService
+    batches: BatchLog
 
     @classmethod
     def open(cls, settings: Settings) -> Broker:
@@ -68,6 +70,7 @@ class Broker(BrokerHandle):
             admin=AdminService(log_service, settings),
             groups=GroupCoordinator(store, settings),
             shares=ShareGroupService(log_service, settings),
+            batches=BatchLog(log_service),
         )
 
     async def ready(self) -> bool:

@@ -46,6 +46,8 @@ class BrokerProcess:
     ) -> None:
         self.database_url = database_url
         self.port = port or free_port()
+        # Never the default 9092: tests run side by side. A test that wants the Kafka listener reads kafka_port.
+        settings.setdefault("kafka_port", free_port())
         self.settings = settings
         self.log_path = log_path or _new_log_file()
         self._process: subprocess.Popen[bytes] | None = None
@@ -63,6 +65,10 @@ class BrokerProcess:
     @property
     def url(self) -> str:
         return f"{'https' if self.tls_ca else 'http'}://127.0.0.1:{self.port}"
+
+    @property
+    def kafka_bootstrap(self) -> str:
+        return f"127.0.0.1:{self.settings['kafka_port']}"
 
     @property
     def pid(self) -> int:
