@@ -115,16 +115,16 @@ def _read_one(conn: Connection, topic: Topic | BrokerError, read: BatchRead, max
         return BatchPage(read.topic, read.partition, (), state, error=OffsetOutOfRange.code)
     end = state.last_stable_offset if committed else state.high_watermark
     batches, txn_ids = batch_reads.read_batches(conn, topic, read.partition, read.offset, end, max_bytes)
-    if not batches or not txn_ids:
+    if not batches or not txn_ids or not committed:
+        # Kafka sends aborted lists to read_committed readers only; the others read everything.
         return BatchPage(read.topic, read.partition, batches, state)
     last = batches[-1].offset + batches[-1].record_count
     aborted = batch_reads.aborted_in_range(conn, topic.topic_id, read.partition, batches[0].offset, last)
     if not aborted:
         return BatchPage(read.topic, read.partition, batches, state)
     ranges = [kafka_range for _, kafka_range in aborted if kafka_range is not None]
-    if committed:
-        # Kafka clients drop aborted records by producer id; a transaction without a producer
-        # (Pulsar style) has none, so the broker leaves aborted rows out itself, as REST does.
-        aborted_ids = {txn_id for txn_id, _ in aborted}
-        batches = [b for b in batches if b.control != CONTROL_NONE or b.txn_id not in aborted_ids]
+    # Kafka clients drop aborted records by producer id; a transaction without a producer
+    # (Pulsar style) has none, so the broker leaves aborted rows out itself, as REST does.
+    aborted_ids = {txn_id for txn_id, _ in aborted}
+    batches = [b for b in batches if b.control != CONTROL_NONE or b.txn_id not in aborted_ids]
     return BatchPage(read.topic, read.partition, batches, state, ranges)

@@ -3,5 +3,7 @@
 from app.kafka.handlers import (  # noqa: F401 - imported to register their APIs
     cluster,
     fetch,
+    groups,
     produce,
+    transactions,
 )
