@@ -5,5 +5,7 @@ from app.kafka.handlers import (  # noqa: F401 - imported to register their APIs
     fetch,
     groups,
     produce,
+    sasl,
+    topics,
     transactions,
 )
