@@ -310,7 +310,8 @@ def control_type(record: KafkaRecord) -> int | None:
     """A control record's type (abort 0, commit 1), None if its key is not a control key."""
     if record.key is None or len(record.key) < _CONTROL_KEY.size:
         return None
-    return _CONTROL_KEY.unpack_from(record.key)[1]
+    kind: int = _CONTROL_KEY.unpack_from(record.key)[1]
+    return kind
 
 
 def batch_offsets(data: bytes) -> Iterator[tuple[int, int]]:

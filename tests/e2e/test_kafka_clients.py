@@ -141,7 +141,9 @@ def _aiokafka_round_trip(broker: BrokerProcess, topic: str) -> list[tuple[bytes 
 
 
 @pytest.mark.parametrize(
-    "round_trip", [_confluent_round_trip, _kafka_python_round_trip, _aiokafka_round_trip], ids=["confluent", "kafka-python", "aiokafka"]
+    "round_trip",
+    [_confluent_round_trip, _kafka_python_round_trip, _aiokafka_round_trip],
+    ids=["confluent", "kafka-python", "aiokafka"],
 )
 def test_each_client_reads_back_what_it_produced_and_rest_reads_it_as_text(
     broker: BrokerProcess, new_topic: Callable[..., str], rest: httpx.Client, round_trip: Any
@@ -288,7 +290,8 @@ def test_a_kafka_group_starts_at_offsets_committed_over_rest(
 ) -> None:
     topic, group = new_topic(1), f"g-{uuid.uuid4().hex[:8]}"
     assert rest.post(f"/v1/topics/{topic}/messages", json={"messages": [{"value": i} for i in range(5)]}).status_code == 200
-    assert rest.post(f"/v1/groups/{group}/offsets", json={"offsets": [{"topic": topic, "partition": 0, "offset": 3}]}).status_code == 200
+    committed = {"offsets": [{"topic": topic, "partition": 0, "offset": 3}]}
+    assert rest.post(f"/v1/groups/{group}/offsets", json=committed).status_code == 200
     reader = consumer(broker, **{"group.id": group})
     reader.subscribe([topic])
     try:

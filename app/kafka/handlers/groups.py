@@ -13,7 +13,7 @@ from app.kafka.session import Session
 from half_store.domain.access import Need, Operation, ResourceType
 from half_store.domain.classic_groups import JoinRequest
 from half_store.domain.errors import BrokerError
-from half_store.domain.records import OffsetCommit
+from half_store.domain.records import GroupOffset, OffsetCommit
 
 CONSUMER = "consumer"
 
@@ -167,11 +167,11 @@ def _commit_code(failure: BrokerError) -> ErrorCode:
 async def offset_fetch(session: Session, request: Any) -> Any:
     m = response_module(request)
     error = _group_refusal(session, request.group_id)
-    committed = {}
+    committed: dict[tuple[str, int], GroupOffset] = {}
     if error is None:
         try:
-            for found in await session.broker.log.group_offsets(request.group_id):
-                committed[(found.topic, found.partition)] = found
+            for offset in await session.broker.log.group_offsets(request.group_id):
+                committed[(offset.topic, offset.partition)] = offset
             error = ErrorCode.none
         except BrokerError as failure:
             error = kafka_code(failure)

@@ -43,7 +43,7 @@ async def create_topics(session: Session, request: Any) -> Any:
         if error is ErrorCode.none and not request.validate_only:
             try:
                 topic = await session.broker.log.create_topic(wanted.name, partitions)
-                if config:
+                if config and not isinstance(config, str):
                     await session.broker.admin.alter_topic(wanted.name, TopicAlteration(config=tuple(config)))
             except BrokerError as failure:
                 error, message = kafka_code(failure), str(failure)
