@@ -77,10 +77,11 @@ def drain(source: Consumer, want: int, timeout: float = 20.0, settle: float = 0.
     return got
 
 
-def read_all(source: Consumer, topic: str, partitions: int, want: int, settle: float = 1.0) -> list[Any]:
+def read_all(source: Consumer, topic: str, partitions: int, want: int, settle: float = 1.0, timeout: float = 20.0) -> list[Any]:
+    """What ``source`` reads from the topic's start; with ``want`` 0, what comes within ``timeout``."""
     source.assign([TopicPartition(topic, p, 0) for p in range(partitions)])
     try:
-        return drain(source, want, settle=settle)
+        return drain(source, max(want, 1), timeout=timeout, settle=settle)
     finally:
         source.close()
 
@@ -253,7 +254,7 @@ def test_a_new_instance_fences_the_old_one(broker: BrokerProcess, new_topic: Cal
         zombie.commit_transaction(20)
     error: KafkaError = raised.value.args[0]
     assert error.fatal() or error.code() in (KafkaError._FENCED, KafkaError.PRODUCER_FENCED, KafkaError.INVALID_PRODUCER_EPOCH)
-    assert read_all(consumer(broker, **{"isolation.level": "read_committed"}), topic, 1, 1, settle=1.0) == []
+    assert read_all(consumer(broker, **{"isolation.level": "read_committed"}), topic, 1, 0, timeout=2.0) == []
 
 
 # -- consumer groups ----------------------------------------------------------------------------------
@@ -326,7 +327,7 @@ def test_a_half_message_reaches_kafka_read_committed_only_once_committed(
 ) -> None:
     topic = new_topic(1)
     half = rest.post("/v1/half-messages", json={"topic": topic, "producer_group": "pg", "value": "half"}).json()
-    assert read_all(consumer(broker, **{"isolation.level": "read_committed"}), topic, 1, 1, settle=0.5) == []
+    assert read_all(consumer(broker, **{"isolation.level": "read_committed"}), topic, 1, 0, timeout=2.0) == []
     committed = rest.post(f"/v1/half-messages/{half['message_id']}/commit").json()
     got = read_all(consumer(broker, **{"isolation.level": "read_committed"}), topic, 1, 1)
     assert [(m.offset(), m.value()) for m in got] == [(committed["offset"], b"half")]
