@@ -17,7 +17,7 @@ import httpx
 import pytest
 from confluent_kafka import Consumer, KafkaError, KafkaException, Producer, TopicPartition
 
-from tests.support.broker_process import BrokerProcess
+from tests.support.broker_process import BrokerProcess, free_port
 
 pytestmark = pytest.mark.e2e
 
@@ -25,7 +25,9 @@ pytestmark = pytest.mark.e2e
 @pytest.fixture(scope="module")
 def broker(module_database_url: str, tmp_path_factory: pytest.TempPathFactory) -> Iterator[BrokerProcess]:
     path = tmp_path_factory.mktemp("kafka-broker")
-    process = BrokerProcess(module_database_url, log_path=path / "broker.log", group_min_session_timeout_ms=1000)
+    process = BrokerProcess(
+        module_database_url, log_path=path / "broker.log", kafka_port=free_port(), group_min_session_timeout_ms=1000
+    )
     process.start()
     try:
         yield process

@@ -46,8 +46,9 @@ class BrokerProcess:
     ) -> None:
         self.database_url = database_url
         self.port = port or free_port()
-        # Never the default 9092: tests run side by side. A test that wants the Kafka listener reads kafka_port.
-        settings.setdefault("kafka_port", free_port())
+        # No Kafka listener unless a test asks for one (kafka_port=free_port()): never the default
+        # 9092, since tests run side by side, and no second free port that another broker could take.
+        settings.setdefault("kafka_port", 0)
         self.settings = settings
         self.log_path = log_path or _new_log_file()
         self._process: subprocess.Popen[bytes] | None = None
