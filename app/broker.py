@@ -14,13 +14,16 @@ from half_store.domain.errors import StorageUnavailable
 from half_store.metrics import GROUP_MEMBERS, LONG_POLL_WAITERS, core_metrics
 from half_store.services.access import AccessService
 from half_store.services.admin import AdminService
+from half_store.services.batch_log import BatchLog
 from half_store.services.callback_guard import CallbackGuard
 from half_store.services.check_polling import CheckPolling
+from half_store.services.classic_groups import ClassicGroups
 from half_store.services.coordinator import Coordinator
 from half_store.services.group_coordinator import GroupCoordinator
 from half_store.services.half_messages import HalfMessageService
 from half_store.services.log_service import LogService
 from half_store.services.notifier import PartitionNotifier
+from half_store.services.producer_transactions import ProducerTransactions
 from half_store.services.share_groups import ShareGroupService
 from half_store.settings import Settings
 from half_store.storage.database import open_database
@@ -47,6 +50,9 @@ class Broker(BrokerHandle):
     admin: AdminService
     groups: GroupCoordinator
     shares: ShareGroupService
+    batches: BatchLog
+    classic: ClassicGroups
+    producer_txns: ProducerTransactions
 
     @classmethod
     def open(cls, settings: Settings) -> Broker:
@@ -57,17 +63,21 @@ class Broker(BrokerHandle):
         halves = HalfMessageService(
             log_service, settings.transaction_timeout_seconds, CallbackGuard(settings.callback_networks)
         )
+        coordinator = Coordinator(log_service, settings)
         return cls(
             settings=settings,
             store=store,
             log=log_service,
-            coordinator=Coordinator(log_service, settings),
+            coordinator=coordinator,
             halves=halves,
             polling=CheckPolling(halves, settings, notifier),
             access=AccessService(store),
             admin=AdminService(log_service, settings),
             groups=GroupCoordinator(store, settings),
             shares=ShareGroupService(log_service, settings),
+            batches=BatchLog(log_service),
+            classic=ClassicGroups(settings),
+            producer_txns=ProducerTransactions(coordinator),
         )
 
     async def ready(self) -> bool:
@@ -115,5 +125,6 @@ async def running_broker(settings: Settings) -> AsyncIterator[Broker]:
         finally:
             if settings.run_checker:
                 await jobs.close()
+            await broker.classic.close()
     finally:
         broker.store.close()

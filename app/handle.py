@@ -44,9 +44,11 @@ if TYPE_CHECKING:
         TransactionFilter,
         TransactionListing,
     )
+    from half_store.domain.classic_groups import ClassicGroupView, JoinAnswer, JoinRequest, SyncAnswer
     from half_store.domain.group_records import GroupSummary, GroupView, MemberAnswer, MemberRef, NamedPartition
     from half_store.domain.half_records import CheckPayload, CheckRecord, HalfMessage, Listener
     from half_store.domain.half_state import HalfState
+    from half_store.domain.log_batches import BatchPage, BatchRead, OffsetAnswer, OffsetQuery
     from half_store.domain.records import (
         AppendResult,
         FetchResult,
@@ -257,6 +259,54 @@ class ShareGroupCalls(Protocol):
     async def describe(self, group: str) -> list[ShareTopicView]: ...
 
 
+@runtime_checkable
+class BatchLogCalls(Protocol):
+    """The log as stored batches, for the Kafka front: a whole Fetch or ListOffsets in one call."""
+
+    async def fetch_batches(
+        self, reads: Sequence[BatchRead], max_bytes: int, max_wait_ms: int, min_bytes: int, isolation: str
+    ) -> list[BatchPage]: ...
+
+    async def list_offsets(self, queries: Sequence[OffsetQuery], isolation: str) -> list[OffsetAnswer]: ...
+
+
+@runtime_checkable
+class ClassicGroupCalls(Protocol):
+    """Kafka's classic group protocol (JoinGroup, SyncGroup, Heartbeat, LeaveGroup), kept in the core's memory."""
+
+    async def join(self, request: JoinRequest) -> JoinAnswer: ...
+
+    async def sync(self, group_id: str, generation_id: int, member_id: str, assignments: dict[str, bytes]) -> SyncAnswer: ...
+
+    async def heartbeat(self, group_id: str, generation_id: int, member_id: str) -> str | None: ...
+
+    async def leave(self, group_id: str, member_ids: list[str]) -> dict[str, str | None]: ...
+
+    async def check_commit(self, group_id: str, generation_id: int, member_id: str) -> None: ...
+
+    async def describe(self, group_ids: list[str]) -> list[ClassicGroupView | None]: ...
+
+    async def list_groups(self) -> list[ClassicGroupView]: ...
+
+
+@runtime_checkable
+class ProducerTransactionCalls(Protocol):
+    """A producer's current transaction, named by (producer id, epoch) as Kafka's transactional APIs name it."""
+
+    async def join(self, producer_id: int, producer_epoch: int) -> str: ...
+
+    async def add_offsets(
+        self,
+        producer_id: int,
+        producer_epoch: int,
+        group: str,
+        commits: Sequence[OffsetCommit],
+        member: MemberRef | None = None,
+    ) -> None: ...
+
+    async def end(self, producer_id: int, producer_epoch: int, commit: bool) -> TxnState | None: ...
+
+
 @dataclass
 class BrokerHandle(ABC):
     """A broker as the fronts see it: its settings, its services (the one place they are named), its health."""
@@ -270,6 +320,9 @@ class BrokerHandle(ABC):
     admin: AdminCalls
     groups: GroupCalls
     shares: ShareGroupCalls
+    batches: BatchLogCalls
+    classic: ClassicGroupCalls
+    producer_txns: ProducerTransactionCalls
 
     @abstractmethod
     async def ready(self) -> bool:

@@ -32,6 +32,7 @@ from app.api.middleware import AccessLogMiddleware, BodyLimitMiddleware, Metrics
 from app.api.rights import rights_of
 from app.auth.authority import Authority, configure_audit_log
 from app.auth.cache import AccessCache
+from app.kafka.front import kafka_front
 from app.memory import MemoryTrimmer, tune_garbage_collector
 from app.metrics import FRONT_MEMORY_RELEASED
 from half_store.settings import Settings
@@ -48,7 +49,7 @@ async def _serving_broker(app: FastAPI, settings: Settings) -> AsyncIterator[Non
         link = await CoreLink.start(settings)
         app.state.broker = RemoteBroker(settings, link)
         try:
-            async with access_control(app, settings):
+            async with access_control(app, settings), kafka_front(app, settings):
                 yield
         finally:
             await link.close()
@@ -57,7 +58,7 @@ async def _serving_broker(app: FastAPI, settings: Settings) -> AsyncIterator[Non
 
         async with running_broker(settings) as broker:
             app.state.broker = broker
-            async with access_control(app, settings):
+            async with access_control(app, settings), kafka_front(app, settings):
                 yield
 
 

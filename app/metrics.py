@@ -61,6 +61,20 @@ AUTH_CHANGES = Counter(
 FETCH_ANSWERS = Counter(
     "halfmq_fetch_answers_total", "Fetch answers by body format (json, arrow)", ["format"], registry=FRONT_REGISTRY
 )
+# The Kafka listener (app/kafka), in the front process.
+KAFKA_CONNECTIONS = Gauge("halfmq_kafka_connections", "Open Kafka-protocol client connections", registry=FRONT_REGISTRY)
+KAFKA_REQUESTS = Counter("halfmq_kafka_requests_total", "Kafka-protocol requests by API", ["api"], registry=FRONT_REGISTRY)
+KAFKA_REQUEST_SECONDS = Histogram(
+    "halfmq_kafka_request_seconds",
+    "Kafka-protocol request latency by API (a Fetch's includes its long poll)",
+    ["api"],
+    buckets=(0.001, 0.0025, 0.005, 0.01, 0.025, 0.05, 0.1, 0.25, 0.5, 1, 2.5, 5, 10, 30),
+    registry=FRONT_REGISTRY,
+)
+KAFKA_RECORDS = Counter(
+    "halfmq_kafka_records_total", "Records produced and fetched over the Kafka protocol", ["direction"],
+    registry=FRONT_REGISTRY,
+)
 
 FRONT_MEMORY_RELEASED = Counter(
     "halfmq_http_memory_released_bytes",

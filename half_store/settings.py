@@ -105,6 +105,14 @@ class Settings(BaseSettings):
     ssl_certfile: str | None = None
     ssl_keyfile: str | None = None
 
+    # The Kafka listener (docs/kafka.md): 0 turns it off. The advertised address is the
+    # host:port that Metadata and FindCoordinator hand to clients (default 127.0.0.1:<port>).
+    kafka_port: int = Field(9092, ge=0, le=65535)
+    kafka_advertised_address: str | None = Field(None, pattern=r"^\[?[A-Za-z0-9.:_-]+\]?:[0-9]{1,5}$")
+    # Kafka's auto.create.topics.enable and num.partitions.
+    kafka_auto_create_topics: bool = False
+    kafka_default_partitions: int = Field(1, ge=1)
+
     log_level: str = "info"
     # One JSON line per HTTP request on stdout (method, path, route, status, duration, client).
     access_log: bool = False

@@ -25,6 +25,7 @@ def make_settings(database_url: str, **overrides: Any) -> Settings:
         "transaction_timeout_seconds": 0,
         "check_interval_seconds": 0.2,
         "check_max": 3,
+        "kafka_port": 0,  # no listener on the default port; the Kafka tests start brokers with a free one
     }
     values.update(overrides)
     return Settings(**values)

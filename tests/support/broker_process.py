@@ -46,6 +46,9 @@ class BrokerProcess:
     ) -> None:
         self.database_url = database_url
         self.port = port or free_port()
+        # No Kafka listener unless a test asks for one (kafka_port=free_port()): never the default
+        # 9092, since tests run side by side, and no second free port that another broker could take.
+        settings.setdefault("kafka_port", 0)
         self.settings = settings
         self.log_path = log_path or _new_log_file()
         self._process: subprocess.Popen[bytes] | None = None
@@ -63,6 +66,10 @@ class BrokerProcess:
     @property
     def url(self) -> str:
         return f"{'https' if self.tls_ca else 'http'}://127.0.0.1:{self.port}"
+
+    @property
+    def kafka_bootstrap(self) -> str:
+        return f"127.0.0.1:{self.settings['kafka_port']}"
 
     @property
     def pid(self) -> int:
