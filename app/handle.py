@@ -293,7 +293,7 @@ class ClassicGroupCalls(Protocol):
 class ProducerTransactionCalls(Protocol):
     """A producer's current transaction, named by (producer id, epoch) as Kafka's transactional APIs name it."""
 
-    async def join(self, producer_id: int, producer_epoch: int) -> str: ...
+    async def join(self, producer_id: int, producer_epoch: int, principal: str | None = None) -> str: ...
 
     async def add_offsets(
         self,
@@ -302,9 +302,12 @@ class ProducerTransactionCalls(Protocol):
         group: str,
         commits: Sequence[OffsetCommit],
         member: MemberRef | None = None,
+        principal: str | None = None,
     ) -> None: ...
 
-    async def end(self, producer_id: int, producer_epoch: int, commit: bool) -> TxnState | None: ...
+    async def end(
+        self, producer_id: int, producer_epoch: int, commit: bool, principal: str | None = None
+    ) -> TxnState | None: ...
 
 
 @dataclass

@@ -30,6 +30,8 @@ _CODES: dict[str, ErrorCode] = {
     "INVALID_REQUEST": ErrorCode.invalid_request,
     "VALIDATION_ERROR": ErrorCode.invalid_request,
     "UNAUTHENTICATED": ErrorCode.sasl_authentication_failed,
+    # A producer id another principal obtained (producer ids are bound to their principal).
+    "FORBIDDEN": ErrorCode.cluster_authorization_failed,
     "STORAGE_UNAVAILABLE": ErrorCode.kafka_storage_error,
     "TOO_MANY_REQUESTS": ErrorCode.throttling_quota_exceeded,
 }

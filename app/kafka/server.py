@@ -39,6 +39,10 @@ _KEY_VERSION = struct.Struct(">hhi")
 API_VERSIONS = 18
 # Kafka's socket.request.max.bytes default: a larger frame closes the connection.
 MAX_FRAME_BYTES = 100 * 1024 * 1024
+# Before SASL has authenticated a connection (with HALFMQ_AUTH=token) only ApiVersions and the
+# SASL requests are served, all tiny: a larger frame closes the connection unread, so a client
+# without a token cannot make the broker buffer anything big.
+MAX_UNAUTHENTICATED_FRAME_BYTES = 64 * 1024
 
 
 class UnsupportedVersion(Exception):
@@ -85,11 +89,14 @@ class KafkaListener:
             while True:
                 try:
                     (size,) = _SIZE.unpack(await reader.readexactly(4))
-                    if not 0 < size <= MAX_FRAME_BYTES:
+                    largest = MAX_FRAME_BYTES if session.authenticated else MAX_UNAUTHENTICATED_FRAME_BYTES
+                    if not 0 < size <= largest:
                         log.warning("kafka client %s sent a frame of %d bytes; closing", peer, size)
                         return
-                    frame = await reader.readexactly(size)
-                except (asyncio.IncompleteReadError, ConnectionError):
+                    # A request must arrive whole in time once it has begun, as an HTTP body must.
+                    async with asyncio.timeout(self.settings.body_timeout_seconds):
+                        frame = await reader.readexactly(size)
+                except (asyncio.IncompleteReadError, ConnectionError, TimeoutError):
                     return
                 answer = await self.answer(session, frame)
                 if answer is None:

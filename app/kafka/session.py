@@ -31,6 +31,11 @@ class Session:
             self.principal = ANONYMOUS
 
     @property
+    def owner(self) -> str | None:
+        """The principal the services bind producer ids to: None while authentication is off (nothing is bound)."""
+        return self.principal if self.authority.enabled else None
+
+    @property
     def authenticated(self) -> bool:
         return self.principal is not None
 

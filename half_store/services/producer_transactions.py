@@ -27,8 +27,12 @@ class ProducerTransactions:
         self.coordinator = coordinator
         self.store = coordinator.store
 
-    async def join(self, producer_id: int, producer_epoch: int) -> str:
-        """The producer's open transaction, begun now if it has none (AddPartitionsToTxn, AddOffsetsToTxn)."""
+    async def join(self, producer_id: int, producer_epoch: int, principal: str | None = None) -> str:
+        """The producer's open transaction, begun now if it has none (AddPartitionsToTxn, AddOffsetsToTxn).
+
+        The producer id must be ``principal``'s (see :mod:`half_store.services.producer_owners`).
+        """
+        await self.coordinator.log.producer_owners.check(producer_id, principal)
         default_timeout = self.coordinator.settings.default_transaction_timeout_ms
 
         def unit(conn: Connection) -> str:
@@ -57,13 +61,17 @@ class ProducerTransactions:
         group: str,
         commits: Sequence[OffsetCommit],
         member: MemberRef | None = None,
+        principal: str | None = None,
     ) -> None:
         """TxnOffsetCommit: stage the group's offsets in the producer's transaction."""
-        txn_id = await self.join(producer_id, producer_epoch)
+        txn_id = await self.join(producer_id, producer_epoch, principal)
         await self.coordinator.add_offsets(txn_id, group, commits, member)
 
-    async def end(self, producer_id: int, producer_epoch: int, commit: bool) -> TxnState | None:
+    async def end(
+        self, producer_id: int, producer_epoch: int, commit: bool, principal: str | None = None
+    ) -> TxnState | None:
         """EndTxn: commit or abort the producer's transaction; None when it had none open (nothing to end)."""
+        await self.coordinator.log.producer_owners.check(producer_id, principal)
 
         def find(conn: Connection) -> str | None:
             producer_store.check_epochs(conn, [(producer_id, producer_epoch)])

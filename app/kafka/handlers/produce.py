@@ -106,10 +106,12 @@ async def _append(session: Session, topic: str, partition: int, batch: ReceivedB
             if not batch.idempotent:
                 raise _Refused(ErrorCode.invalid_record, "a transactional batch needs a producer id")
             stamp = ProducerStamp(batch.producer_id, batch.producer_epoch, batch.base_sequence, transactional=True)
-            result: AppendResult = await session.broker.coordinator.produce(topic, partition, records, stamp)
+            result: AppendResult = await session.broker.coordinator.produce(
+                topic, partition, records, stamp, session.owner
+            )
         elif batch.idempotent:
             stamp = ProducerStamp(batch.producer_id, batch.producer_epoch, batch.base_sequence)
-            result = await session.broker.log.produce_idempotent(topic, partition, records, stamp)
+            result = await session.broker.log.produce_idempotent(topic, partition, records, stamp, session.owner)
         else:
             placed = await session.broker.log.produce(topic, records, [partition] * len(records))
             result = AppendResult(partition, placed[0][1], len(records))

@@ -31,7 +31,7 @@ async def init_producer_id(session: Session, request: Any) -> Any:
         timeout_ms = int(request.transaction_timeout.total_seconds() * 1000)
         try:
             identity = await session.broker.coordinator.init_producer(
-                request.transactional_id, timeout_ms if request.transactional_id is not None else None
+                request.transactional_id, timeout_ms if request.transactional_id is not None else None, session.owner
             )
             producer_id, epoch, error = identity.producer_id, identity.producer_epoch, ErrorCode.none
         except BrokerError as failure:
@@ -49,7 +49,9 @@ async def add_partitions_to_txn(session: Session, request: Any) -> Any:
     error = _txn_refusal(session, transactional_id)
     if error is None:
         try:
-            await session.broker.producer_txns.join(request.v3_and_below_producer_id, request.v3_and_below_producer_epoch)
+            await session.broker.producer_txns.join(
+                request.v3_and_below_producer_id, request.v3_and_below_producer_epoch, session.owner
+            )
             error = ErrorCode.none
         except BrokerError as failure:
             error = kafka_code(failure)
@@ -77,7 +79,7 @@ async def add_offsets_to_txn(session: Session, request: Any) -> Any:
         error = ErrorCode.group_authorization_failed
     if error is None:
         try:
-            await session.broker.producer_txns.join(request.producer_id, request.producer_epoch)
+            await session.broker.producer_txns.join(request.producer_id, request.producer_epoch, session.owner)
             error = ErrorCode.none
         except BrokerError as failure:
             error = kafka_code(failure)
@@ -102,8 +104,9 @@ async def txn_offset_commit(session: Session, request: Any) -> Any:
             await session.broker.classic.check_commit(
                 request.group_id, getattr(request, "generation_id", -1), getattr(request, "member_id", "")
             )
-            await session.broker.producer_txns.add_offsets(request.producer_id, request.producer_epoch, request.group_id,
-                                                           commits)
+            await session.broker.producer_txns.add_offsets(
+                request.producer_id, request.producer_epoch, request.group_id, commits, principal=session.owner
+            )
             error = ErrorCode.none
         except BrokerError as failure:
             error = kafka_code(failure)
@@ -126,7 +129,9 @@ async def end_txn(session: Session, request: Any) -> Any:
     error = _txn_refusal(session, request.transactional_id)
     if error is None:
         try:
-            await session.broker.producer_txns.end(request.producer_id, request.producer_epoch, request.committed)
+            await session.broker.producer_txns.end(
+                request.producer_id, request.producer_epoch, request.committed, session.owner
+            )
             error = ErrorCode.none
         except BrokerError as failure:
             error = kafka_code(failure)
