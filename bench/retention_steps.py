@@ -2,7 +2,7 @@
 
 Fills one partition with ``--messages`` messages of 100 bytes, sets ``retention_bytes``
 to 1000, and times one retention round step by step (each step is one write of at most
-``--batch`` deletions, ``checker.retention.TOPIC_BATCH`` by default). Use an empty
+``--batch`` deletions, ``half_store.services.retention.TOPIC_BATCH`` by default). Use an empty
 database: the topic ``retention-bench`` is created in it.
 
     python -m bench.retention_steps --database-url sqlite:////tmp/retention.db
@@ -18,12 +18,12 @@ import time
 
 import orjson
 
-import checker.retention
+import half_store.services.retention as retention_service
 from app.broker import running_broker
-from checker.retention import Retention
 from half_store.domain.admin_records import TopicAlteration
 from half_store.domain.constants import VALUE_JSON
 from half_store.domain.records import PackedList, Record, now_ms
+from half_store.services.retention import Retention
 from half_store.settings import Settings
 from half_store.storage.retention_store import PartitionRetained
 
@@ -62,7 +62,7 @@ async def run(database_url: str, messages: int) -> str:
     steps = retention.steps
     return (
         f"{broker.store.database.dialect}: deleted {report.deleted_messages} messages ({report.deleted_bytes} B) "
-        f"in {elapsed:.2f} s, {len(steps)} steps of at most {checker.retention.TOPIC_BATCH}: "
+        f"in {elapsed:.2f} s, {len(steps)} steps of at most {retention_service.TOPIC_BATCH}: "
         f"median {statistics.median(steps) * 1000:.1f} ms, longest {max(steps) * 1000:.1f} ms"
     )
 
@@ -71,9 +71,9 @@ def main() -> None:
     parser = argparse.ArgumentParser(prog="python -m bench.retention_steps", description=__doc__.splitlines()[0])
     parser.add_argument("--database-url", required=True)
     parser.add_argument("--messages", type=int, default=200_000)
-    parser.add_argument("--batch", type=int, default=checker.retention.TOPIC_BATCH)
+    parser.add_argument("--batch", type=int, default=retention_service.TOPIC_BATCH)
     arguments = parser.parse_args()
-    checker.retention.TOPIC_BATCH = arguments.batch
+    retention_service.TOPIC_BATCH = arguments.batch
     print(asyncio.run(run(arguments.database_url, arguments.messages)))
 
 

@@ -20,7 +20,6 @@ from apscheduler.schedulers.asyncio import AsyncIOScheduler
 
 from checker.back_check import BackChecker
 from checker.guarded_http import guarded_client
-from checker.retention import Retention
 from half_store.domain.constants import CHECKER_LEASE, JOB_BACK_CHECK, JOB_RETENTION
 from half_store.domain.records import now_ms
 from half_store.metrics import CHECKER_LEADER
@@ -28,6 +27,7 @@ from half_store.services.callback_guard import CallbackGuard
 from half_store.services.coordinator import Coordinator
 from half_store.services.group_coordinator import GroupCoordinator
 from half_store.services.half_messages import HalfMessageService
+from half_store.services.retention import Retention
 from half_store.services.share_groups import ShareGroupService
 from half_store.settings import Settings
 from half_store.storage import lease_store

@@ -2,7 +2,7 @@
 
 Operators and the console call the same service as any client would (Kafka's admin
 client, ``kafka-transactions.sh``, RocketMQ's ``mqadmin``). Retention itself is a job
-(``checker/retention.py``); this service only sets the limits it applies.
+(``half_store/services/retention.py``); this service only sets the limits it applies.
 """
 
 from __future__ import annotations

@@ -19,7 +19,6 @@ from dataclasses import dataclass, replace
 
 from sqlalchemy import Connection
 
-from half_store.domain.constants import CONTROL_ABORT, CONTROL_COMMIT
 from half_store.domain.errors import (
     AlreadyResolved,
     ConcurrentTransactions,
@@ -39,10 +38,6 @@ from half_store.domain.records import (
 )
 from half_store.domain.txn_state import (
     TxnState,
-    TxnTransition,
-    answers_end_request,
-    final_state,
-    prepare_state,
     transition,
 )
 from half_store.metrics import GROUP_FENCED_COMMITS, TRANSACTIONS
@@ -54,19 +49,20 @@ from half_store.services.log_service import (
 )
 from half_store.services.notifier import PartitionKey
 from half_store.services.share_changes import finish_transaction_acks
-from half_store.services.stamped_append import (
-    STAMPED_APPEND,
-    StampedAppend,
-    lock_open,
-    lock_producers,
-    new_transaction,
-    refuse_fenced,
-    transaction,
+from half_store.services.stamped_append import STAMPED_APPEND, StampedAppend, new_transaction
+from half_store.services.transaction_lookups import lock_open, lock_producers, transaction
+from half_store.services.txn_ending import (
+    EndRequest,
+    completion_moves,
+    finished,
+    markers_to_write,
+    offsets_to_commit,
+    plan_ends,
 )
 from half_store.settings import Settings
 from half_store.storage import group_store, log_store, producer_store, txn_store
 from half_store.storage.log_store import AppendRequest
-from half_store.storage.txn_store import StagedCommit, TransactionRow, TxnPartition
+from half_store.storage.txn_store import StagedCommit, TransactionRow
 from half_store.storage.writer import MergeKind, NotMergeable
 
 log = logging.getLogger(__name__)
@@ -86,12 +82,6 @@ class _BeginRequest:
 
 
 @dataclass(frozen=True, slots=True)
-class _EndRequest:
-    txn_id: str
-    commit: bool
-
-
-@dataclass(frozen=True, slots=True)
 class _Ended:
     txn: TransactionRow  # as it is after the end
     touched: set[PartitionKey]
@@ -101,11 +91,6 @@ def _union(sets: Iterable[set[PartitionKey]]) -> set[PartitionKey]:
     return set().union(*sets)
 
 
-def _finished(prepared: TransactionRow) -> TransactionRow:
-    """A transaction in PREPARE_* as phase two leaves it."""
-    return replace(prepared, state=final_state(prepared.state, timed_out=prepared.timed_out))
-
-
 class Coordinator:
     def __init__(self, log: LogService, settings: Settings) -> None:
         self.log = log
@@ -113,7 +98,7 @@ class Coordinator:
         self.notifier = log.notifier
         self.settings = settings
         self._begin_kind: MergeKind[_BeginRequest, TransactionRow] = MergeKind("txn-begin", self._begin_many)
-        self._end_kind: MergeKind[_EndRequest, _Ended] = MergeKind("txn-end", self._end_many)
+        self._end_kind: MergeKind[EndRequest, _Ended] = MergeKind("txn-end", self._end_many)
 
     # -- producers -------------------------------------------------------------------------
 
@@ -248,7 +233,7 @@ class Coordinator:
         """Commit or abort; repeating the same request answers the same, the other one is 409."""
         locks = await self._locks_of(txn_id) if self.store.orders_locks else []
         try:
-            ended = await self.store.write_merged(self._end_kind, _EndRequest(txn_id, commit), locks=locks)
+            ended = await self.store.write_merged(self._end_kind, EndRequest(txn_id, commit), locks=locks)
         except FencedMemberEpoch:
             GROUP_FENCED_COMMITS.labels("transaction_commit").inc()
             raise
@@ -259,8 +244,8 @@ class Coordinator:
             raise AlreadyResolved(f"transaction {txn_id} passed its timeout and was aborted")
         return ended.txn.state
 
-    def _end_many(self, conn: Connection, requests: list[_EndRequest]) -> list[_Ended]:
-        """The commits and aborts of one group commit, together.
+    def _end_many(self, conn: Connection, requests: list[EndRequest]) -> list[_Ended]:
+        """The commits and aborts of one group commit, together: :func:`plan_ends` decides, this carries it out.
 
         Phase one moves each OPEN transaction to PREPARE_* (one compare-and-set per
         outcome); phase two writes every marker in one append. A transaction asked
@@ -269,29 +254,14 @@ class Coordinator:
         if len({r.txn_id for r in requests}) != len(requests):
             raise NotMergeable("one transaction ended twice in a batch")
         found, epochs = txn_store.get_many_with_epochs(conn, [r.txn_id for r in requests])
-        now = now_ms()
-        prepared: list[TransactionRow] = []
-        opening: dict[TxnTransition, list[TransactionRow]] = defaultdict(list)
-        answered: dict[str, TransactionRow] = {}  # already in a final state: it stays there
-        for request in requests:
-            txn = found.get(request.txn_id) or transaction(conn, request.txn_id)
-            if answers_end_request(txn.state, request.commit):
-                if txn.state.is_preparing:
-                    prepared.append(txn)  # a crash left it half done: finish it now
-                else:
-                    answered[txn.txn_id] = txn
-                continue
-            if txn.state is TxnState.OPEN and txn.expires_at <= now:
-                aborting = self._start_timeout_abort(conn, txn)
-                if aborting is not None:
-                    # Too late: the timeout wins, whether its job got here first or this request did.
-                    prepared.append(aborting)
-                    continue
-            refuse_fenced(conn, txn, epochs)
-            # Only an OPEN transaction can be asked to end; from any other state this raises ALREADY_RESOLVED.
-            opening[transition(txn.state, prepare_state(request.commit), f"transaction {txn.txn_id}")].append(txn)
-        committing = {t.txn_id for move, txns in opening.items() if move.target is TxnState.PREPARE_COMMIT for t in txns}
-        for move, txns in opening.items():
+        plan = plan_ends(requests, found, epochs, now_ms())
+        prepared = list(plan.resumed)
+        for txn in plan.timed_out:
+            aborting = self._start_timeout_abort(conn, txn)
+            if aborting is None:
+                raise AlreadyResolved(f"transaction {txn.txn_id} was ended concurrently")
+            prepared.append(aborting)
+        for move, txns in plan.moves.items():
             moved = txn_store.transition_many(conn, [t.txn_id for t in txns], move)
             if len(moved) != len(txns):
                 lost = next(t.txn_id for t in txns if t.txn_id not in moved)
@@ -300,13 +270,14 @@ class Coordinator:
         # Read once for phase one's check and phase two's commit, now that no transaction
         # ending here can stage more (they are PREPARE_*, their rows locked).
         staged = txn_store.staged_commits(conn, [t.txn_id for t in prepared]) if prepared else []
+        committing = plan.committing
         if committing:
             # A zombie member's transaction must not commit offsets of a partition it lost.
             group_fencing.check_staged(conn, [commit for commit in staged if commit.txn_id in committing])
         completed = self._complete_now(conn, prepared, staged)
         # Where each transaction is now, without reading it again: a prepared one ends where
         # its prepare state says, whoever completed it; one left prepared stays so.
-        final = {t.txn_id: t if completed is None else _finished(t) for t in prepared} | answered
+        final = {t.txn_id: t if completed is None else finished(t) for t in prepared} | plan.answered
         touched = completed or {}
         return [_Ended(final[r.txn_id], touched.get(r.txn_id, set())) for r in requests]
 
@@ -384,41 +355,39 @@ class Coordinator:
         each wrote to (one append for all), staged offsets on commit. Idempotent: a
         transaction someone else completed is skipped. Returns the partitions each marked.
         """
-        finishing: list[TransactionRow] = []
-        edges: dict[TxnTransition, list[str]] = defaultdict(list)
-        for txn in prepared:
-            edges[transition(txn.state, _finished(txn).state)].append(txn.txn_id)
         moved: set[str] = set()
-        for move, ids in edges.items():
+        for move, ids in completion_moves(prepared).items():
             moved |= txn_store.transition_many(conn, ids, move)
             TRANSACTIONS.labels(move.target.value).inc(len(moved.intersection(ids)))
         finishing = [txn for txn in prepared if txn.txn_id in moved]
         if not finishing:
             return {}
         ids = [txn.txn_id for txn in finishing]
-        parts = txn_store.partitions_of_many(conn, ids)
-        markers: list[tuple[TransactionRow, TxnPartition, AppendRequest]] = []
-        for txn in finishing:
-            commit = txn.state is TxnState.PREPARE_COMMIT
-            control = CONTROL_COMMIT if commit else CONTROL_ABORT
-            stamp = ProducerStamp(txn.producer_id, txn.producer_epoch, None, txn.txn_id, control)
-            for part in parts.get(txn.txn_id, []):
-                if part.marker_offset is None:
-                    topic = self.store.topic_by_id_sync(conn, part.topic_id)
-                    marker = Record(None, b"null", 0, None, now_ms())
-                    markers.append((txn, part, AppendRequest(topic, {part.partition: [marker]}, stamp)))
-        offsets = log_store.append_many(conn, [request for _, _, request in markers])
+        markers = markers_to_write(finishing, txn_store.partitions_of_many(conn, ids))
+        requests = [
+            AppendRequest(
+                self.store.topic_by_id_sync(conn, m.part.topic_id),
+                {m.part.partition: [Record(None, b"null", 0, None, now_ms())]},
+                ProducerStamp(m.txn.producer_id, m.txn.producer_epoch, None, m.txn.txn_id, m.control),
+            )
+            for m in markers
+        ]
+        offsets = log_store.append_many(conn, requests)
         txn_store.mark_partitions_ended(
             conn,
             [
-                (txn.txn_id, part.topic_id, part.partition, bases[part.partition], txn.state is TxnState.PREPARE_ABORT)
-                for (txn, part, _), bases in zip(markers, offsets, strict=True)
+                (m.txn.txn_id, m.part.topic_id, m.part.partition, bases[m.part.partition], m.aborted)
+                for m, bases in zip(markers, offsets, strict=True)
             ],
         )
-        self._commit_staged(conn, finishing, txn_store.staged_commits(conn, ids) if staged is None else staged)
+        forgotten, commits = offsets_to_commit(finishing, txn_store.staged_commits(conn, ids) if staged is None else staged)
+        if forgotten:
+            txn_store.forget_staged(conn, forgotten)
+        for group, group_offsets in commits:
+            group_store.commit_offsets(conn, group, group_offsets)
         touched: dict[str, set[PartitionKey]] = defaultdict(set)
-        for txn, part, _ in markers:
-            touched[txn.txn_id].add((part.topic_id, part.partition))
+        for m in markers:
+            touched[m.txn.txn_id].add((m.part.topic_id, m.part.partition))
         # Share-group acknowledgements made in the transactions: accepted or released with them.
         acknowledged = finish_transaction_acks(
             conn,
@@ -430,21 +399,6 @@ class Coordinator:
         for txn_id, keys in acknowledged.items():
             touched[txn_id] |= keys
         return touched
-
-    @staticmethod
-    def _commit_staged(conn: Connection, finishing: list[TransactionRow], staged: list[StagedCommit]) -> None:
-        """The finishing transactions' staged offsets: committed to their groups by those committing; forgotten."""
-        by_txn: dict[str, dict[str, list[tuple[int, int, int, str | None]]]] = defaultdict(lambda: defaultdict(list))
-        for commit in staged:
-            by_txn[commit.txn_id][commit.group].append((commit.topic_id, commit.partition, commit.offset, commit.metadata))
-        ending = [txn for txn in finishing if txn.txn_id in by_txn]
-        if not ending:
-            return
-        txn_store.forget_staged(conn, [txn.txn_id for txn in ending])
-        for txn in ending:  # in the order they end: a later commit of the same group partition wins
-            if txn.state is TxnState.PREPARE_COMMIT:
-                for group, offsets in by_txn[txn.txn_id].items():
-                    group_store.commit_offsets(conn, group, offsets)
 
     @staticmethod
     def _start_timeout_abort(conn: Connection, txn: TransactionRow) -> TransactionRow | None:

@@ -18,7 +18,8 @@ from half_store.domain.group_records import MemberRef
 from half_store.domain.records import OffsetCommit, now_ms
 from half_store.domain.txn_state import TxnState
 from half_store.services.coordinator import Coordinator
-from half_store.services.stamped_append import lock_producers, new_transaction
+from half_store.services.stamped_append import new_transaction
+from half_store.services.transaction_lookups import lock_producers
 from half_store.storage import producer_store, txn_store
 
 

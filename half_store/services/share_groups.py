@@ -43,7 +43,7 @@ from half_store.services.log_service import LogService
 from half_store.services.notifier import PartitionKey
 from half_store.services.share_changes import ShareChanges
 from half_store.services.share_delivery import Act, Acted, Cursors, DeliveryRules, act_on_receipts, deliver
-from half_store.services.stamped_append import lock_open
+from half_store.services.transaction_lookups import lock_open
 from half_store.settings import Settings
 from half_store.storage import log_reads, log_store, share_store
 from half_store.storage.writer import MergeKind

@@ -15,19 +15,16 @@ from __future__ import annotations
 import secrets
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, replace
-from typing import NoReturn
 
 from sqlalchemy import Connection
 
 from half_store.domain.errors import (
     ConcurrentTransactions,
     InvalidRequest,
-    InvalidTransactionState,
-    ProducerFenced,
-    TransactionNotFound,
 )
 from half_store.domain.records import AppendResult, ProducerStamp, Record, Topic, now_ms
 from half_store.domain.txn_state import TxnState
+from half_store.services.transaction_lookups import explain_not_open, lock_producers
 from half_store.storage import log_store, producer_store, txn_store
 from half_store.storage.log_store import AppendRequest
 from half_store.storage.producer_store import SequenceClaim
@@ -99,23 +96,6 @@ def append_stamped_many(conn: Connection, appends: list[StampedAppend]) -> list[
 
 
 STAMPED_APPEND: MergeKind[StampedAppend, AppendResult] = MergeKind("stamped-append", append_stamped_many)
-
-
-def lock_producers(
-    conn: Connection, stamps: Sequence[tuple[int, int]]
-) -> tuple[dict[int, int | None], dict[int, list[TransactionRow]]]:
-    """Before a begin: lock the producers' rows, refuse fenced ``(producer id, epoch)``.
-
-    Returns the producers' transaction timeouts and their unfinished transactions, whose
-    rows are locked too (after the producers', as every writer takes them).
-    The epochs checked come back from the statement that locks the rows, so a concurrent
-    InitProducerId (epoch bump) or begin waits for this one and the checks see a settled epoch.
-    """
-    producer_ids = sorted({producer_id for producer_id, _ in stamps})
-    touched = producer_store.touch_many(conn, producer_ids)
-    producer_store.refuse_stale_epochs({producer_id: t.epoch for producer_id, t in touched.items()}, stamps)
-    timeouts = {producer_id: t.transaction_timeout_ms for producer_id, t in touched.items()}
-    return timeouts, txn_store.unfinished_of_producers(conn, producer_ids, locking=True)
 
 
 def _into_producer_transactions(
@@ -202,37 +182,3 @@ def _retried_batches(
     for index, original in zip(claims, producer_store.claim_sequences(conn, list(claims.values())), strict=True):
         retried[index] = original
     return retried
-
-
-# -- what a transaction must be to be written to or ended -----------------------------------
-
-
-def transaction(conn: Connection, txn_id: str) -> TransactionRow:
-    found = txn_store.get(conn, txn_id)
-    if found is None:
-        raise TransactionNotFound(f"transaction {txn_id!r} does not exist")
-    return found
-
-
-def lock_open(conn: Connection, txn_id: str) -> TransactionRow:
-    """Lock an OPEN, unexpired transaction's row for this database transaction, or raise why it is not."""
-    return txn_store.lock_open(conn, [txn_id]).get(txn_id) or explain_not_open(conn, txn_id)
-
-
-def explain_not_open(conn: Connection, txn_id: str) -> NoReturn:
-    txn = transaction(conn, txn_id)
-    refuse_fenced(conn, txn)
-    if txn.state is TxnState.OPEN:
-        raise InvalidTransactionState(f"transaction {txn_id} has passed its timeout and is being aborted")
-    raise InvalidTransactionState(f"transaction {txn_id} is {txn.state.value}, not OPEN")
-
-
-def refuse_fenced(conn: Connection, txn: TransactionRow, epochs: Mapping[int, int] | None = None) -> None:
-    """Refuse a transaction whose producer has a newer epoch; ``epochs``: producers' current epochs, if read already."""
-    if txn.producer_id is None or txn.producer_epoch is None:
-        return
-    current = producer_store.current_epoch(conn, txn.producer_id) if epochs is None else epochs.get(txn.producer_id)
-    if current is not None and current > txn.producer_epoch:
-        raise ProducerFenced(
-            f"transaction {txn.txn_id} belongs to producer epoch {txn.producer_epoch}, fenced by epoch {current}"
-        )

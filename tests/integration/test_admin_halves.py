@@ -12,9 +12,9 @@ from sqlalchemy import Connection, update
 
 from app.broker import Broker
 from app.main import create_app
-from checker.retention import Retention
 from half_store.domain.constants import CHECK_HISTORY_KEPT, CHECK_MAX_TOPIC, OP_HALF_TOPIC
 from half_store.domain.half_records import CheckSent
+from half_store.services.retention import Retention
 from half_store.storage import half_message_store as half_index
 from half_store.storage.schema import half_messages
 from tests.integration.conftest import create_topic, error_code, make_settings, read_all

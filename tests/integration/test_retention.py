@@ -11,12 +11,12 @@ import pytest
 from fastapi.testclient import TestClient
 from sqlalchemy import func, select
 
-import checker.retention
+import half_store.services.retention as retention_service
 from app.broker import Broker
 from app.main import create_app
-from checker.retention import Retention, TopicRetentionReport
 from half_store.domain.constants import VALUE_JSON
 from half_store.domain.records import PackedList, ProducerStamp, Record, now_ms
+from half_store.services.retention import Retention, TopicRetentionReport
 from half_store.settings import Settings
 from half_store.storage.retention_store import MESSAGE_SIZE
 from half_store.storage.schema import deleted_topics, messages
@@ -177,7 +177,7 @@ def test_a_group_left_behind_by_retention_is_told(client: TestClient, broker: Br
 def test_a_deleted_topics_messages_are_purged_in_batches(
     client: TestClient, broker: Broker, retention: Retention, monkeypatch: pytest.MonkeyPatch
 ) -> None:
-    monkeypatch.setattr(checker.retention, "TOPIC_BATCH", 7)
+    monkeypatch.setattr(retention_service, "TOPIC_BATCH", 7)
     create_topic(client, "doomed", partitions=2)
     create_topic(client, "kept")
     client.portal.call(broker.log.produce, "doomed", records(0, 40), [n % 2 for n in range(40)])  # type: ignore[union-attr]

@@ -224,7 +224,7 @@ def test_sequences_stay_idempotent_inside_a_transaction(topics: TestClient) -> N
 
 def test_unused_transactional_ids_expire(database_url: str) -> None:
     from app.main import create_app
-    from checker.retention import Retention
+    from half_store.services.retention import Retention
     from tests.integration.conftest import make_settings
 
     settings = make_settings(database_url, transactional_id_expiration_ms=1)

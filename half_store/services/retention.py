@@ -1,5 +1,8 @@
 """Bounded growth: retention of user topics, and compaction of the system logs and indexes.
 
+This service decides what goes and deletes it; ``checker/jobs.py`` only runs it on its schedule,
+under the checker's lease.
+
 User topics: every ``retention_interval_seconds`` whole messages are deleted from the
 head of each partition of a topic with a time or size limit (its own, or the broker's
 default), never at or past the last stable offset, and the log start offset moves up
