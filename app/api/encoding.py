@@ -22,6 +22,7 @@ from half_store.domain.constants import VALUE_BINARY, VALUE_JSON
 from half_store.domain.errors import InvalidRequest, MessageTooLarge, ValidationFailed
 from half_store.domain.json_bytes import stored_json
 from half_store.domain.records import Record, StoredMessage, now_ms
+from half_store.domain.share_records import ReceivedMessage
 from half_store.settings import Settings
 
 
@@ -82,7 +83,7 @@ def encode_headers(headers: Mapping[str, str], limits: MessageLimits) -> str | N
     return encoded.decode()
 
 
-def message_json(message: StoredMessage) -> MessageOut:
+def message_json(message: StoredMessage | ReceivedMessage) -> MessageOut:
     body: MessageOut = {
         "topic": message.topic,
         "partition": message.partition,

@@ -34,7 +34,6 @@ from app.handle import BrokerHandle
 from app.metrics import MESSAGES_OUT
 from half_store.domain.constants import SHARE_GROUP_PATTERN
 from half_store.domain.errors import ValidationFailed
-from half_store.domain.records import StoredMessage
 from half_store.domain.share_records import Acknowledgement, ReceiptResult
 from half_store.domain.share_state import AckType
 from half_store.settings import Settings
@@ -154,7 +153,7 @@ async def receive(group: ShareGroupPath, body: ShareReceive, request: Request) -
         MESSAGES_OUT.labels(body.topic).inc(len(received.messages))
     messages: list[ReceivedOut] = [
         {
-            **message_json(StoredMessage(*m[:8])),
+            **message_json(m),
             "receipt": m.receipt,
             "delivery_count": m.delivery_count,
             "lock_expires_ms": m.lock_expires_ms,

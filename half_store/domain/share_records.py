@@ -19,6 +19,7 @@ class ReceivedMessage(NamedTuple):
     value: bytes
     value_kind: int
     headers: str | None
+    txn_id: str | None
     receipt: str
     delivery_count: int
     lock_expires_ms: int

@@ -96,7 +96,11 @@ def deliver(
         receipt = codec.encode(
             Receipt(group, topic.topic_id, partition, record.offset, record.delivery_count, record.generation)
         )
-        received.append(ReceivedMessage(*message[:8], receipt, record.delivery_count, record.visible_at))
+        received.append(
+            ReceivedMessage(
+                **message._asdict(), receipt=receipt, delivery_count=record.delivery_count, lock_expires_ms=record.visible_at
+            )
+        )
     return received
 
 
