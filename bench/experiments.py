@@ -6,7 +6,7 @@
   after ``deadlock_timeout`` (1 s). One writer thread cannot deadlock with itself.
 - SQLite: ``HALFMQ_SQLITE_SYNCHRONOUS`` FULL (default) vs NORMAL: is it the fsync or the CPU?
 
-``python -m bench.experiments --duration 8 [--output docs/benchmarks.json]`` (adds "experiments").
+``python -m bench.experiments --duration 8 [--output bench/results/benchmarks.json]`` (adds "experiments").
 """
 
 from __future__ import annotations

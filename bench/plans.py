@@ -144,7 +144,7 @@ def populate(database_url: str, rows: int) -> None:
 
 
 def main() -> int:
-    """``python -m bench.plans --rows 100000 [--db both] [--output docs/benchmarks.json]``: plans at a realistic size."""
+    """``python -m bench.plans --rows 100000 [--db both] [--output bench/results/benchmarks.json]``: plans at a realistic size."""
     import argparse
     import json
     from pathlib import Path
