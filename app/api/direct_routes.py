@@ -2,7 +2,7 @@
 
 FastAPI spends most of a small request's time around the route rather than in it:
 matching through the included routers, solving the dependency graph, its telemetry
-and exit stacks (docs/benchmarks.md, round 4). Most of our routes need none of that:
+and exit stacks (bench/results/history.md, round 4). Most of our routes need none of that:
 their parameters are path and query values, one JSON body model and the request.
 This middleware serves those routes itself, calling the same endpoint function with
 arguments validated by the same pydantic types, after the same authorizing

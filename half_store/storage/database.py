@@ -102,7 +102,7 @@ def _ping_after_idle(engine: Engine) -> None:
 
     ``pool_pre_ping`` pings on every checkout: one extra round trip per group commit and
     per read, about 15 % of the core's time in a mode-2 load on PostgreSQL
-    (docs/benchmarks.md, round 8). A connection back from use a moment ago is taken as
+    (bench/results/history.md, round 8). A connection back from use a moment ago is taken as
     alive; if the server went away since, the statement fails, SQLAlchemy invalidates
     every connection of the pool, and the caller hears ``StorageUnavailable`` (reads
     retry once on a fresh connection first: see ``Store.read_sync``).
@@ -152,7 +152,7 @@ def _sqlite_engine(
     @event.listens_for(engine, "begin")
     def _on_begin(connection: Any) -> None:
         # Straight on the driver's connection: through exec_driver_sql this one statement
-        # was 12 % of the core's time in a 100-message fetch (docs/benchmarks.md, round 4).
+        # was 12 % of the core's time in a 100-message fetch (bench/results/history.md, round 4).
         connection.connection.dbapi_connection.execute(begin)
 
     return engine

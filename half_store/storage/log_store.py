@@ -147,7 +147,7 @@ def begin_locking(conn: Connection, keys: list[tuple[int, int]]) -> None:
     """Open a group commit's transaction and lock its partitions' rows, in one round trip (PostgreSQL only).
 
     psycopg sends its BEGIN on its own, a round trip before the first statement; a
-    group commit is a chain of round trips (docs/benchmarks.md, round 10), so here the
+    group commit is a chain of round trips (bench/results/history.md, round 10), so here the
     connection is in autocommit mode and BEGIN goes with the lock in one simple query.
     A simple query takes no parameters: the keys, integers, are written into it. Rows
     are locked as the sort emits them, in (topic id, partition) order, so writers never

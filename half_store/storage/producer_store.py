@@ -264,7 +264,7 @@ def _advance_in_order(conn: Connection, claims: Sequence[SequenceClaim]) -> set[
     """Advance, in one statement, every sequence whose claims are all next in line; their keys.
 
     The read under lock and the write back are two round trips of about 1.4 ms each
-    under load on PostgreSQL (docs/benchmarks.md, round 10). A batch is almost always
+    under load on PostgreSQL (bench/results/history.md, round 10). A batch is almost always
     the next one, so the row is updated on that condition alone, as :func:`_follows`
     states it, and whatever the UPDATE does not return (a producer's first batch on a
     partition, a retry, a gap, a fenced epoch) goes the careful way. The UPDATE locks

@@ -3,7 +3,7 @@
 A read is handed over through a queue and its answer comes back with one
 ``call_soon_threadsafe``. ``anyio.to_thread.run_sync``, which this replaces, cost
 about 117 µs of CPU per call with 16 calls in flight (its capacity limiter, cancel
-scopes and worker bookkeeping); this costs about 16 µs (docs/benchmarks.md, round 4).
+scopes and worker bookkeeping); this costs about 16 µs (bench/results/history.md, round 4).
 A read whose caller is cancelled still runs to its end; its answer is dropped.
 """
 
