@@ -72,7 +72,9 @@ def main(argv: list[str] | None = None) -> int:
                         help="comma-separated scenario keys to run (produce-1, produce-100, produce-1000, pairs, "
                         "notxn, txn, txn-producer, fetch, fetch-arrow); default all")
     parser.add_argument("--no-checker", action="store_true", help="start the broker with HALFMQ_RUN_CHECKER=false")
-    parser.add_argument("--output", type=Path, default=None, help="write the results as JSON (e.g. bench/results/benchmarks.json)")
+    parser.add_argument(
+        "--output", type=Path, default=None, help="write the results as JSON (e.g. bench/results/benchmarks.json)"
+    )
     parser.add_argument("--broker-root", type=Path, default=None, metavar="DIR",
                         help="measure the broker from this source tree (e.g. `git archive HEAD | tar -x -C DIR`) "
                         "instead of the working tree")
