@@ -46,7 +46,7 @@ if TYPE_CHECKING:
     )
     from half_store.domain.classic_groups import ClassicGroupView, JoinAnswer, JoinRequest, SyncAnswer
     from half_store.domain.group_records import GroupSummary, GroupView, MemberAnswer, MemberRef, NamedPartition
-    from half_store.domain.half_records import CheckPayload, CheckRecord, HalfMessage, Listener
+    from half_store.domain.half_records import CheckAnswer, CheckPayload, CheckRecord, HalfMessage, Listener
     from half_store.domain.half_state import HalfState
     from half_store.domain.log_batches import BatchPage, BatchRead, OffsetAnswer, OffsetQuery
     from half_store.domain.records import (
@@ -155,6 +155,9 @@ class HalfMessageCalls(Protocol):
 
     async def remove_listener(self, producer_group: str, instance_id: str) -> None: ...
 
+    # The RocketMQ listener: a back-check it sent was answered UNSPECIFIED.
+    async def record_check_answer(self, message_id: str, number: int, answer: CheckAnswer, latency_ms: int) -> None: ...
+
 
 @runtime_checkable
 class CheckPollingCalls(Protocol):
@@ -248,6 +251,7 @@ class ShareGroupCalls(Protocol):
         ordered: bool = False,
         acks: Sequence[Acknowledgement] = (),
         client_gone: ClientGone | None = None,
+        tags: str | None = None,
     ) -> ShareReceived: ...
 
     async def acknowledge(self, group: str, acks: Sequence[Acknowledgement]) -> list[ReceiptResult]: ...

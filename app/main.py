@@ -25,7 +25,6 @@ from app.api import (
 )
 from app.api.authorize import ListingFilterMiddleware, RequestGate, authorize
 from app.api.direct_routes import DirectRoutes
-from app.api.encoding import MessageLimits
 from app.api.errors import install_error_handlers
 from app.api.long_polls import LongPollQuota
 from app.api.middleware import AccessLogMiddleware, BodyLimitMiddleware, MetricsMiddleware, enable_access_log
@@ -35,6 +34,8 @@ from app.auth.cache import AccessCache
 from app.kafka.front import kafka_front
 from app.memory import MemoryTrimmer, tune_garbage_collector
 from app.metrics import FRONT_MEMORY_RELEASED
+from app.rocketmq.server import rocketmq_listener
+from half_store.domain.message_limits import MessageLimits
 from half_store.settings import Settings
 
 log = logging.getLogger(__name__)
@@ -49,7 +50,7 @@ async def _serving_broker(app: FastAPI, settings: Settings) -> AsyncIterator[Non
         link = await CoreLink.start(settings)
         app.state.broker = RemoteBroker(settings, link)
         try:
-            async with access_control(app, settings), kafka_front(app, settings):
+            async with access_control(app, settings), kafka_front(app, settings), rocketmq_front(app, settings):
                 yield
         finally:
             await link.close()
@@ -58,7 +59,7 @@ async def _serving_broker(app: FastAPI, settings: Settings) -> AsyncIterator[Non
 
         async with running_broker(settings) as broker:
             app.state.broker = broker
-            async with access_control(app, settings), kafka_front(app, settings):
+            async with access_control(app, settings), kafka_front(app, settings), rocketmq_front(app, settings):
                 yield
 
 
@@ -89,7 +90,7 @@ def create_app(settings: Settings | None = None) -> FastAPI:
         # Every route, of every router included now or later, goes through the one authorizing dependency.
         dependencies=[Depends(authorize)],
     )
-    app.state.limits = MessageLimits.of(settings)
+    app.state.limits = MessageLimits(settings.max_message_bytes, settings.max_header_count, settings.max_header_bytes)
     app.state.long_polls = LongPollQuota(
         settings.max_long_poll_waiters_per_principal or max(1, settings.max_long_poll_waiters // 4)
     )
@@ -113,6 +114,14 @@ def create_app(settings: Settings | None = None) -> FastAPI:
         enable_access_log()
         app.add_middleware(AccessLogMiddleware)
     return app
+
+
+@asynccontextmanager
+async def rocketmq_front(app: FastAPI, settings: Settings) -> AsyncIterator[None]:
+    """The RocketMQ 5 gRPC listener beside the HTTP one, on the same broker handle and authority."""
+    async with rocketmq_listener(app.state.broker, app.state.authority, settings) as rocketmq:
+        app.state.rocketmq = rocketmq
+        yield
 
 
 @asynccontextmanager

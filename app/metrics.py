@@ -91,3 +91,23 @@ Gauge(
 
 def front_metrics() -> bytes:
     return generate_latest(FRONT_REGISTRY)
+
+# The RocketMQ 5 gRPC listener (app/rocketmq).
+ROCKETMQ_SESSIONS = Gauge(
+    "halfmq_rocketmq_sessions", "RocketMQ client sessions this broker process holds", registry=FRONT_REGISTRY
+)
+ROCKETMQ_RPCS = Counter(
+    "halfmq_rocketmq_rpcs_total", "RocketMQ gRPC calls by method and answered status code", ["method", "code"],
+    registry=FRONT_REGISTRY,
+)
+ROCKETMQ_RPC_LATENCY = Histogram(
+    "halfmq_rocketmq_rpc_seconds",
+    "RocketMQ gRPC call latency (a long poll counts its wait)",
+    ["method"],
+    buckets=(0.001, 0.0025, 0.005, 0.01, 0.025, 0.05, 0.1, 0.25, 0.5, 1, 2.5, 5, 10, 30),
+    registry=FRONT_REGISTRY,
+)
+ROCKETMQ_CHECKS_SENT = Counter(
+    "halfmq_rocketmq_checks_sent_total", "Back-checks sent to RocketMQ producers over their Telemetry streams",
+    registry=FRONT_REGISTRY,
+)

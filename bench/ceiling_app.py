@@ -24,7 +24,7 @@ from typing import Annotated
 from fastapi import FastAPI, Path, Query, Request
 from starlette.responses import Response
 
-from app.api.encoding import JsonResponse, MessageLimits, message_json, to_record
+from app.api.encoding import JsonResponse, message_json, to_record
 from app.api.errors import install_error_handlers
 from app.api.half_routes import HalfMessageIn
 from app.api.middleware import BodyLimitMiddleware, MetricsMiddleware
@@ -38,6 +38,7 @@ from app.api.models import (
 from app.api.txn_routes import TransactionBegin
 from bench.payloads import RAW_VALUE
 from half_store.domain.constants import TOPIC_NAME_PATTERN
+from half_store.domain.message_limits import MessageLimits
 from half_store.domain.records import FetchResult, PartitionState, StoredMessage, now_ms
 
 try:  # a broker from before the Arrow fetch (bench --broker-root) has no Arrow answer to copy

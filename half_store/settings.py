@@ -25,6 +25,14 @@ class Settings(BaseSettings):
     cluster_name: str = Field("local", pattern=r"^[A-Za-z0-9._-]{1,64}$")
     host: str = "127.0.0.1"
     port: int = Field(8080, ge=0, le=65535)
+    # RocketMQ 5's gRPC protocol (app/rocketmq, docs/rocketmq.md) on host:grpc_port; 0 turns it off.
+    grpc_port: int = Field(8081, ge=0, le=65535)
+    # The host:port QueryRoute answers (default 127.0.0.1:<grpc_port>): clients send everything after the route there.
+    grpc_advertised_address: str | None = Field(None, pattern=r"^[^:\s]+:[0-9]{1,5}$")
+    # How long a RocketMQ client session (Telemetry stream, heartbeats) lives without a heartbeat.
+    grpc_session_timeout_seconds: float = Field(30.0, gt=0)
+    # How often the gRPC listener asks the checker for due back-checks of its connected producers' topics.
+    grpc_check_poll_seconds: float = Field(1.0, gt=0)
 
     # Mode 1 (RocketMQ names in brackets).
     transaction_timeout_seconds: float = Field(6.0, ge=0)  # transactionTimeOut

@@ -15,6 +15,10 @@ from tests.support.databases import (
 
 DATABASES = ["sqlite", "postgresql"]
 
+# No test's broker listens on the fixed RocketMQ port (8081): a test that wants the gRPC
+# listener names an ephemeral port itself (tests/support/broker_process.py does the same).
+os.environ.setdefault("HALFMQ_GRPC_PORT", "0")
+
 
 @pytest.hookimpl(optionalhook=True)
 def pytest_xdist_make_scheduler(config: pytest.Config, log: object) -> object:

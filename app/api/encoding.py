@@ -10,8 +10,7 @@ from __future__ import annotations
 
 import base64
 import binascii
-from collections.abc import Callable, Mapping
-from dataclasses import dataclass
+from collections.abc import Callable
 from typing import Any
 
 import orjson
@@ -19,23 +18,11 @@ from starlette.responses import Response
 
 from app.api.models import MessageFields, MessageOut
 from half_store.domain.constants import VALUE_BINARY, VALUE_JSON
-from half_store.domain.errors import InvalidRequest, MessageTooLarge, ValidationFailed
+from half_store.domain.errors import ValidationFailed
 from half_store.domain.json_bytes import stored_json
+from half_store.domain.message_limits import MessageLimits, encode_headers
 from half_store.domain.records import Record, StoredMessage, now_ms
 from half_store.domain.share_records import ReceivedMessage
-from half_store.settings import Settings
-
-
-@dataclass(frozen=True, slots=True)
-class MessageLimits:
-    max_message_bytes: int
-    max_header_count: int
-    max_header_bytes: int
-
-    @classmethod
-    def of(cls, settings: Settings) -> MessageLimits:
-        return cls(settings.max_message_bytes, settings.max_header_count, settings.max_header_bytes)
-
 
 # JSON text spliced into a body as it is: it stands for whatever the body declares there,
 # so to mypy it is Any (the same callable, no wrapper on the fetch path).
@@ -63,24 +50,8 @@ def to_record(message: MessageFields, limits: MessageLimits, *, timestamp: int |
             raise ValidationFailed(f"value cannot be stored as JSON: {error}") from error
         kind = VALUE_JSON
     headers = encode_headers(message.headers, limits)
-    size = len(value) + (len(message.key.encode()) if message.key else 0) + (len(headers) if headers else 0)
-    if size > limits.max_message_bytes:
-        raise MessageTooLarge(f"message of {size} bytes is over the limit of {limits.max_message_bytes}")
+    limits.check_size(value, message.key, headers)
     return Record(message.key, value, kind, headers, now_ms() if timestamp is None else timestamp)
-
-
-def encode_headers(headers: Mapping[str, str], limits: MessageLimits) -> str | None:
-    if not headers:
-        return None
-    if len(headers) > limits.max_header_count:
-        raise InvalidRequest(f"{len(headers)} headers is over the limit of {limits.max_header_count}")
-    try:
-        encoded = orjson.dumps(headers)
-    except TypeError as error:  # a lone surrogate in a name or value
-        raise ValidationFailed(f"headers cannot be stored as JSON: {error}") from error
-    if len(encoded) > limits.max_header_bytes:
-        raise InvalidRequest(f"headers of {len(encoded)} bytes are over the limit of {limits.max_header_bytes}")
-    return encoded.decode()
 
 
 def message_json(message: StoredMessage | ReceivedMessage) -> MessageOut:

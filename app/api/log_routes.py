@@ -9,7 +9,7 @@ from starlette.responses import Response
 
 from app.api.arrow_fetch import ARROW_STREAM, arrow_response, negotiate
 from app.api.authorize import principal_of
-from app.api.encoding import JsonResponse, MessageLimits, message_json, to_record
+from app.api.encoding import JsonResponse, message_json, to_record
 from app.api.long_polls import long_poll_slot
 from app.api.models import (
     NO_NUL,
@@ -53,6 +53,7 @@ from app.metrics import FETCH_ANSWERS, MESSAGES_IN, MESSAGES_OUT
 from half_store.domain.constants import MAX_INT32, TOPIC_NAME_PATTERN
 from half_store.domain.errors import InvalidRequest, ValidationFailed
 from half_store.domain.group_records import MemberRef
+from half_store.domain.message_limits import MessageLimits
 from half_store.domain.records import OffsetCommit, PackedList, ProducerStamp, Record
 
 DEFAULT_FETCH_MESSAGES = 500

@@ -142,6 +142,18 @@ class UriTooLong(BrokerError):
     status, code = 414, "URI_TOO_LONG"
 
 
+class InvalidTagExpression(BrokerError):
+    """A tag filter that is neither ``*`` nor tags separated by ``||``."""
+
+    status, code = 422, "INVALID_TAG_EXPRESSION"
+
+
+class DeliveryTimeTooFar(BrokerError):
+    """A delay message's delivery time lies past the broker's longest delay (HALFMQ_MAX_DELAY_SECONDS)."""
+
+    status, code = 422, "DELIVERY_TIME_TOO_FAR"
+
+
 class MessageTooLarge(BrokerError):
     status, code = 413, "MESSAGE_TOO_LARGE"
 

@@ -26,6 +26,7 @@ from half_store.domain.share_state import (
     SharePartitionKey,
     plan_delivery,
 )
+from half_store.domain.tags import EVERYTHING, TagFilter
 from half_store.services.log_service import read_partition
 from half_store.services.share_changes import ShareChanges
 from half_store.storage import log_reads, log_store, share_store
@@ -42,6 +43,9 @@ class DeliveryRules:
     ordered: bool
     max_deliveries: int
     max_in_flight: int
+    # Fresh messages whose tag it refuses are not for this receive's group: they are passed
+    # over (done, as if accepted), never locked or delivered.
+    tags: TagFilter = EVERYTHING
 
 
 def deliver(
@@ -69,7 +73,7 @@ def deliver(
     new_end = cursor.end_offset
     if room > 0:
         messages, new_end = read_log(conn, topic, partition, cursor.end_offset, room)
-        fresh = {m.offset: m for m in messages}
+        fresh = {m.offset: m for m in messages if rules.tags.matches(m.headers)}
     plan = plan_delivery(
         group, topic.topic_id, partition, in_flight, [FreshMessage(o, m.key) for o, m in fresh.items()],
         budget=budget, now=now, lock_ms=rules.lock_ms, max_deliveries=rules.max_deliveries, ordered=rules.ordered,

@@ -38,6 +38,7 @@ from half_store.domain.share_records import (
     ShareTopicView,
 )
 from half_store.domain.share_state import UNKNOWN_RECEIPT, DeadLetterReason, InFlightRecord, SharePartitionKey
+from half_store.domain.tags import TagFilter
 from half_store.metrics import SHARE_DELIVERED, SHARE_LOCKED, SHARE_REDELIVERED
 from half_store.services.log_service import LogService
 from half_store.services.notifier import PartitionKey
@@ -108,11 +109,18 @@ class ShareGroupService:
         ordered: bool = False,
         acks: Sequence[Acknowledgement] = (),
         client_gone: ClientGone | None = None,
+        tags: str | None = None,
     ) -> ShareReceived:
         """Apply ``acks``, then lock and return up to ``max_messages`` committed messages;
-        with ``max_wait_ms``, wait for some. The acknowledgements are applied at once, waiting or not."""
+        with ``max_wait_ms``, wait for some. The acknowledgements are applied at once, waiting or not.
+
+        ``tags``: a tag expression (``*``, ``a || b``); the group passes over messages it refuses.
+        """
+        tag_filter = TagFilter.parse(tags)
         topic = await self._share_topic(topic_name)
-        rules = DeliveryRules(lock_ms, ordered, self.settings.share_max_deliveries, self.settings.share_max_in_flight)
+        rules = DeliveryRules(
+            lock_ms, ordered, self.settings.share_max_deliveries, self.settings.share_max_in_flight, tag_filter
+        )
         received, results = await self._receive_once(group, topic, max_messages, rules, acks)
         if received or max_wait_ms <= 0:
             return ShareReceived(received, results)

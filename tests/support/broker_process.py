@@ -82,6 +82,7 @@ class BrokerProcess:
         env["HALFMQ_HOST"] = "127.0.0.1"
         env["HALFMQ_PORT"] = str(self.port)
         env["HALFMQ_LOG_LEVEL"] = "warning"
+        env["HALFMQ_GRPC_PORT"] = "0"  # the RocketMQ listener only where a test asks for it (grpc_port=...)
         for name, value in self.settings.items():
             env[f"HALFMQ_{name.upper()}"] = str(value)
         env["PYTHONPATH"] = str(REPO_ROOT) + os.pathsep + env.get("PYTHONPATH", "")
