@@ -22,7 +22,7 @@ from app.rocketmq.protocol import enum_name, new
 from app.rocketmq.status import RocketMQError, status
 from half_store.domain.access import Operation, ResourceType
 from half_store.domain.constants import SHARE_GROUP_PATTERN
-from half_store.domain.records import StoredMessage
+from half_store.domain.records import StoredMessage, now_ms
 from half_store.domain.share_records import Acknowledgement, ReceiptResult
 from half_store.domain.share_state import AckType
 from half_store.settings import Settings
@@ -78,6 +78,11 @@ class Receiving:
             yield new("ReceiveMessageResponse", status=status("MESSAGE_NOT_FOUND", "no new message"))
             return
         yield new("ReceiveMessageResponse", status=status())
+        # When the broker handed the messages out: the clients measure delivery latency from it
+        # (the Python client's PushConsumer fails every message without it).
+        delivered = new("ReceiveMessageResponse")
+        delivered.delivery_timestamp.FromMilliseconds(now_ms())
+        yield delivered
         namespace = request.message_queue.topic.resource_namespace
         for message in received.messages:
             yield new(
