@@ -199,6 +199,18 @@ class ArrowUnavailableError(HalfmqError):
     code, status = "ARROW_UNAVAILABLE", 406
 
 
+class InvalidTagExpressionError(ValidationError):
+    """INVALID_TAG_EXPRESSION (422): a tag filter that is neither ``*`` nor tags separated by ``||``."""
+
+    code, status = "INVALID_TAG_EXPRESSION", 422
+
+
+class DeliveryTimeTooFarError(ValidationError):
+    """DELIVERY_TIME_TOO_FAR (422): a delivery time past the broker's longest delay (HALFMQ_MAX_DELAY_SECONDS)."""
+
+    code, status = "DELIVERY_TIME_TOO_FAR", 422
+
+
 class MessageTooLargeError(HalfmqError):
     """MESSAGE_TOO_LARGE (413): a message or request exceeds the broker's limit."""
 
@@ -350,6 +362,8 @@ ERRORS_BY_CODE: dict[str, type[HalfmqError]] = {
     for cls in (
         InvalidRequestError,
         ValidationError,
+        InvalidTagExpressionError,
+        DeliveryTimeTooFarError,
         ReservedTopicError,
         TopicNotFoundError,
         PartitionNotFoundError,

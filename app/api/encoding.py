@@ -23,6 +23,7 @@ from half_store.domain.json_bytes import stored_json
 from half_store.domain.message_limits import MessageLimits, encode_headers
 from half_store.domain.records import Record, StoredMessage, now_ms
 from half_store.domain.share_records import ReceivedMessage
+from half_store.domain.tags import TAG_HEADER
 
 # JSON text spliced into a body as it is: it stands for whatever the body declares there,
 # so to mypy it is Any (the same callable, no wrapper on the fetch path).
@@ -49,7 +50,7 @@ def to_record(message: MessageFields, limits: MessageLimits, *, timestamp: int |
         except TypeError as error:  # e.g. an integer beyond 64 bits
             raise ValidationFailed(f"value cannot be stored as JSON: {error}") from error
         kind = VALUE_JSON
-    headers = encode_headers(message.headers, limits)
+    headers = encode_headers(message.headers if message.tag is None else {**message.headers, TAG_HEADER: message.tag}, limits)
     limits.check_size(value, message.key, headers)
     return Record(message.key, value, kind, headers, now_ms() if timestamp is None else timestamp)
 

@@ -55,6 +55,11 @@ class MessageFields(Strict):
     value_base64: str | None = None
     headers: dict[str, str] = Field(default_factory=dict)
     partition: Partition | None = None
+    tag: Annotated[str, Field(min_length=1, max_length=255, pattern=r"^[^|]+$")] | None = Field(
+        None,
+        description="The message's tag (RocketMQ's): kept as the header rocketmq.tag; share-group receives, "
+        "fetches and RocketMQ consumers filter on it ('TagA || TagB')",
+    )
 
     @model_validator(mode="after")
     def _one_value(self) -> MessageFields:

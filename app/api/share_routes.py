@@ -66,6 +66,12 @@ class ShareReceive(Strict):
         description="Per-key order: while a message of a key is locked (or waits to be redelivered), no later "
         "message of that key is handed out. Use it on every consumer of the group.",
     )
+    tag: Annotated[str, Field(max_length=4096)] | None = Field(
+        None,
+        description="A tag filter: '*' (everything), 'TagA' or 'TagA || TagB'. Messages whose tag "
+        "(header rocketmq.tag) it refuses are passed over by the group: never delivered to it. "
+        "Give every consumer of the group the same filter, as RocketMQ does.",
+    )
     acks: list[AckIn] = Field(
         default_factory=list,
         description="Acknowledgements of earlier messages, applied first (KIP-932's ShareFetch carries them the "
@@ -147,7 +153,7 @@ async def receive(group: ShareGroupPath, body: ShareReceive, request: Request) -
     with long_poll_slot(request, body.max_wait_ms):
         received = await broker.shares.receive(
             group, body.topic, body.max_messages, body.lock_ms, body.max_wait_ms, body.ordered, acks,
-            client_gone=request.is_disconnected,
+            client_gone=request.is_disconnected, tags=body.tag,
         )
     if received.messages:
         MESSAGES_OUT.labels(body.topic).inc(len(received.messages))
