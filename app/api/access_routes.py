@@ -55,6 +55,10 @@ class TokenCreated(BaseModel):
     token_id: str
     principal: str
     token: str = Field(description="The secret: shown once, stored only as a hash")
+    rocketmq_secret_key: str = Field(
+        description="RocketMQ clients sign with access key = token_id and this secret key (docs/rocketmq.md): "
+        "hex HMAC-SHA256 keyed with the token of the bytes 'halfmq-rocketmq'"
+    )
 
 
 class TokenOut(BaseModel):
@@ -143,7 +147,15 @@ async def list_principals(request: Request) -> Response:
 async def create_token(name: PrincipalPath, request: Request) -> Response:
     issued = await broker_of(request).access.create_token(name)
     await _changed(request, "token_created", principal=name, token_id=issued.token_id)
-    return JsonResponse({"token_id": issued.token_id, "principal": name, "token": issued.token}, status_code=201)
+    return JsonResponse(
+        {
+            "token_id": issued.token_id,
+            "principal": name,
+            "token": issued.token,
+            "rocketmq_secret_key": issued.rocketmq_secret_key,
+        },
+        status_code=201,
+    )
 
 
 @router.get("/tokens", response_model=TokenList)

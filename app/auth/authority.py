@@ -19,11 +19,13 @@ import orjson
 
 from app.auth.cache import AccessCache
 from app.metrics import AUTH_REFUSALS
-from half_store.domain.access import ADMIN_PRINCIPAL, Need, hash_secret
+from half_store.domain.access import ADMIN_PRINCIPAL, Need, hash_secret, rocketmq_secret_key
 from half_store.domain.errors import Forbidden, StorageUnavailable, Unauthenticated
 
 MAX_BEARER_CHARS = 512  # halfmq tokens are ~70; anything far longer is refused unhashed, uncached
 audit = logging.getLogger("halfmq.audit")
+# The RocketMQ access key of the admin token (its secret key is derived from it like any token's).
+ADMIN_ACCESS_KEY = "admin"
 log = logging.getLogger(__name__)
 
 
@@ -53,6 +55,7 @@ class Authority:
     def __init__(self, enabled: bool, admin_token: str | None, cache: AccessCache) -> None:
         self.enabled = enabled
         self._admin_hash = hash_secret(admin_token) if admin_token else None
+        self._admin_rocketmq_key = rocketmq_secret_key(admin_token) if admin_token else None
         self.cache = cache
 
     def is_admin(self, bearer: str) -> bool:
@@ -90,6 +93,26 @@ class Authority:
                 return found
         AUTH_REFUSALS.labels("UNAUTHENTICATED").inc()
         raise Unauthenticated("unknown or revoked token")
+
+    async def rocketmq_signer(self, access_key: str) -> tuple[str, str] | None:
+        """(principal, secret key) of a RocketMQ access key: a token's id, or ``admin`` for the admin token.
+
+        None when no token of that id can sign (unknown, revoked, or made before RocketMQ keys).
+        A well-formed id the snapshot lacks makes the cache refresh once first, as for bearer tokens.
+        """
+        if access_key == ADMIN_ACCESS_KEY and self._admin_rocketmq_key is not None:
+            return ADMIN_PRINCIPAL, self._admin_rocketmq_key
+        cache = self.cache
+        if cache.stale:
+            raise StorageUnavailable("tokens and ACLs could not be refreshed recently; retry later")
+        found = cache.rocketmq_key(access_key)
+        if found is None and cache.may_know_id(access_key):
+            try:
+                await cache.refresh_from_now()
+            except Exception as error:  # noqa: BLE001 - the periodic refresh reports it; staleness bounds the rest
+                log.warning("could not refresh tokens and ACLs for an unknown access key: %s", error)
+            found = cache.rocketmq_key(access_key)
+        return found
 
     def allows(self, principal: str, need: Need) -> bool:
         return principal == ADMIN_PRINCIPAL or self.cache.allows(principal, need)

@@ -150,6 +150,17 @@ class AccessCache:
         self._verified[bearer] = stored.principal
         return stored.principal
 
+    def rocketmq_key(self, access_key: str) -> tuple[str, str] | None:
+        """(principal, RocketMQ secret key) of the token whose id is ``access_key``; None if it has none."""
+        stored = self._tokens.get(access_key)
+        if stored is None or stored.rocketmq_secret is None:
+            return None
+        return stored.principal, stored.rocketmq_secret
+
+    def may_know_id(self, token_id: str) -> bool:
+        """Whether ``token_id`` looks like a token id this snapshot lacks."""
+        return len(token_id) == 16 and all(c in "0123456789abcdef" for c in token_id) and token_id not in self._tokens
+
     def may_know(self, bearer: str) -> bool:
         """Whether ``bearer`` is a well-formed token whose id this snapshot lacks (made since on another process?)."""
         parsed = parse_token(bearer)

@@ -83,7 +83,8 @@ def tokens_create(
         def render(answer: Any) -> str:
             return (
                 f"token [bold]{answer['token_id']}[/bold] for {answer['principal']} (shown once, keep it):\n"
-                f"{answer['token']}"
+                f"{answer['token']}\n"
+                f"RocketMQ clients: access key {answer['token_id']}, secret key {answer.get('rocketmq_secret_key', '-')}"
             )
 
         broker.show(created, render)

@@ -134,6 +134,7 @@ class StoredToken:
     token_id: str
     principal: str
     secret_hash: bytes
+    rocketmq_secret: str | None = None  # None: made before RocketMQ signatures, it cannot sign them
 
 
 @dataclass(frozen=True, slots=True)
@@ -143,6 +144,7 @@ class IssuedToken:
     token_id: str
     principal: str
     token: str
+    rocketmq_secret_key: str  # with the token id as access key, signs RocketMQ calls (MQv2-HMAC-SHA1)
 
 
 @dataclass(frozen=True, slots=True)
@@ -157,6 +159,15 @@ class AccessSnapshot:
 def hash_secret(secret: str) -> bytes:
     """SHA-256: tokens carry 256 random bits, so a slow password hash adds nothing."""
     return hashlib.sha256(secret.encode()).digest()
+
+
+ROCKETMQ_KEY_CONTEXT = b"halfmq-rocketmq"
+
+
+def rocketmq_secret_key(token: str) -> str:
+    """A token's RocketMQ secret key: hex HMAC-SHA256 keyed with the token (public: whoever holds the token
+    computes it; the broker stores it at the token's creation, since it keeps only the token's hash)."""
+    return hmac.new(token.encode(), ROCKETMQ_KEY_CONTEXT, hashlib.sha256).hexdigest()
 
 
 def format_token(token_id: str, secret: str) -> str:

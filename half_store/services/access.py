@@ -22,6 +22,7 @@ from half_store.domain.access import (
     TokenInfo,
     format_token,
     hash_secret,
+    rocketmq_secret_key,
 )
 from half_store.domain.errors import AclNotFound, TokenNotFound
 from half_store.domain.records import now_ms
@@ -54,8 +55,12 @@ class AccessService:
     async def create_token(self, principal: str) -> IssuedToken:
         token_id = secrets.token_hex(TOKEN_ID_BYTES)
         secret = secrets.token_urlsafe(TOKEN_SECRET_BYTES)
-        await self.store.write(lambda conn: access_store.create_token(conn, token_id, principal, hash_secret(secret)))
-        return IssuedToken(token_id, principal, format_token(token_id, secret))
+        token = format_token(token_id, secret)
+        derived = rocketmq_secret_key(token)
+        await self.store.write(
+            lambda conn: access_store.create_token(conn, token_id, principal, hash_secret(secret), derived)
+        )
+        return IssuedToken(token_id, principal, token, derived)
 
     async def list_tokens(self, principal: str | None) -> list[TokenInfo]:
         return await self.store.read(lambda conn: access_store.list_tokens(conn, principal))

@@ -48,8 +48,10 @@ def version(conn: Connection) -> int:
 def snapshot(conn: Connection) -> AccessSnapshot:
     current = version(conn)
     tokens = tuple(
-        StoredToken(str(r.token_id), str(r.principal), bytes(r.secret_hash))
-        for r in conn.execute(select(auth_tokens.c.token_id, auth_tokens.c.principal, auth_tokens.c.secret_hash))
+        StoredToken(str(r.token_id), str(r.principal), bytes(r.secret_hash), r.rocketmq_secret)
+        for r in conn.execute(
+            select(auth_tokens.c.token_id, auth_tokens.c.principal, auth_tokens.c.secret_hash, auth_tokens.c.rocketmq_secret)
+        )
     )
     return AccessSnapshot(current, tokens, tuple(list_acls(conn)))
 
@@ -81,12 +83,15 @@ def require_principal(conn: Connection, name: str) -> None:
 # -- tokens --------------------------------------------------------------------------------------
 
 
-def create_token(conn: Connection, token_id: str, principal: str, secret_hash: bytes) -> TokenInfo:
+def create_token(
+    conn: Connection, token_id: str, principal: str, secret_hash: bytes, rocketmq_secret: str | None = None
+) -> TokenInfo:
     require_principal(conn, principal)
     created = TokenInfo(token_id, principal, now_ms())
     conn.execute(
         insert(auth_tokens).values(
-            token_id=token_id, principal=principal, secret_hash=secret_hash, created_at=created.created_at
+            token_id=token_id, principal=principal, secret_hash=secret_hash, created_at=created.created_at,
+            rocketmq_secret=rocketmq_secret,
         )
     )
     bump_version(conn)

@@ -267,6 +267,8 @@ auth_tokens = Table(
     Column("principal", String(128), ForeignKey("principals.name"), nullable=False),
     Column("secret_hash", LargeBinary, nullable=False),
     Column("created_at", BigInteger, nullable=False),
+    # The token's RocketMQ secret key (half_store.domain.access.rocketmq_secret_key), never the token.
+    Column("rocketmq_secret", String(64), nullable=True),
 )
 Index("ix_auth_tokens_principal", auth_tokens.c.principal)
 
