@@ -19,6 +19,7 @@ from half_store.services.callback_guard import CallbackGuard
 from half_store.services.check_polling import CheckPolling
 from half_store.services.classic_groups import ClassicGroups
 from half_store.services.coordinator import Coordinator
+from half_store.services.delayed_messages import DelayedMessageService
 from half_store.services.group_coordinator import GroupCoordinator
 from half_store.services.half_messages import HalfMessageService
 from half_store.services.log_service import LogService
@@ -53,6 +54,7 @@ class Broker(BrokerHandle):
     batches: BatchLog
     classic: ClassicGroups
     producer_txns: ProducerTransactions
+    delays: DelayedMessageService
 
     @classmethod
     def open(cls, settings: Settings) -> Broker:
@@ -78,6 +80,7 @@ class Broker(BrokerHandle):
             batches=BatchLog(log_service),
             classic=ClassicGroups(settings),
             producer_txns=ProducerTransactions(coordinator),
+            delays=DelayedMessageService(log_service, settings),
         )
 
     async def ready(self) -> bool:
@@ -101,6 +104,8 @@ class Broker(BrokerHandle):
                 GROUP_MEMBERS.labels(group).set(members)
         with contextlib.suppress(StorageUnavailable):  # the gauge keeps its last value; /readyz tells the outage
             await self.shares.refresh_locked_gauge()
+        with contextlib.suppress(StorageUnavailable):
+            await self.delays.refresh_waiting_gauge()
         return core_metrics()
 
 
@@ -117,7 +122,9 @@ async def running_broker(settings: Settings) -> AsyncIterator[Broker]:
         recovered = await broker.coordinator.complete_prepared()
         if recovered:
             log.info("completed %d transactions left prepared by a crash", recovered)
-        jobs = BackgroundJobs(broker.store, broker.halves, broker.coordinator, settings, broker.groups, broker.shares)
+        jobs = BackgroundJobs(
+            broker.store, broker.halves, broker.coordinator, settings, broker.groups, broker.shares, broker.delays
+        )
         if settings.run_checker:
             jobs.start()
         try:

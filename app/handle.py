@@ -45,6 +45,7 @@ if TYPE_CHECKING:
         TransactionListing,
     )
     from half_store.domain.classic_groups import ClassicGroupView, JoinAnswer, JoinRequest, SyncAnswer
+    from half_store.domain.delay_records import ScheduledMessage
     from half_store.domain.group_records import GroupSummary, GroupView, MemberAnswer, MemberRef, NamedPartition
     from half_store.domain.half_records import CheckAnswer, CheckPayload, CheckRecord, HalfMessage, Listener
     from half_store.domain.half_state import HalfState
@@ -314,6 +315,17 @@ class ProducerTransactionCalls(Protocol):
     ) -> TxnState | None: ...
 
 
+@runtime_checkable
+class DelayCalls(Protocol):
+    async def schedule(
+        self, topic_name: str, records: Sequence[Record], deliver_at: Sequence[int], partitions: Sequence[int | None]
+    ) -> list[ScheduledMessage]: ...
+
+    async def get(self, message_id: str) -> ScheduledMessage: ...
+
+    async def list_waiting(self, topic_name: str | None, limit: int) -> list[ScheduledMessage]: ...
+
+
 @dataclass
 class BrokerHandle(ABC):
     """A broker as the fronts see it: its settings, its services (the one place they are named), its health."""
@@ -330,6 +342,7 @@ class BrokerHandle(ABC):
     batches: BatchLogCalls
     classic: ClassicGroupCalls
     producer_txns: ProducerTransactionCalls
+    delays: DelayCalls
 
     @abstractmethod
     async def ready(self) -> bool:

@@ -16,6 +16,7 @@ from app.api import (
     access_routes,
     admin_routes,
     console_routes,
+    delay_routes,
     group_routes,
     half_routes,
     log_routes,
@@ -102,6 +103,7 @@ def create_app(settings: Settings | None = None) -> FastAPI:
     app.include_router(half_routes.router)
     app.include_router(access_routes.router)
     app.include_router(share_routes.router)
+    app.include_router(delay_routes.router)
     app.include_router(ops_routes.router)
     app.include_router(console_routes.router)
     if settings.direct_routes:  # innermost: the body limit and the metrics still see every request

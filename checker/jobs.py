@@ -25,6 +25,7 @@ from half_store.domain.records import now_ms
 from half_store.metrics import CHECKER_LEADER
 from half_store.services.callback_guard import CallbackGuard
 from half_store.services.coordinator import Coordinator
+from half_store.services.delayed_messages import DELIVER_BATCH, DelayedMessageService
 from half_store.services.group_coordinator import GroupCoordinator
 from half_store.services.half_messages import HalfMessageService
 from half_store.services.retention import Retention
@@ -45,12 +46,14 @@ class BackgroundJobs:
         settings: Settings,
         groups: GroupCoordinator,
         shares: ShareGroupService,
+        delays: DelayedMessageService,
     ) -> None:
         self.store = store
         self.settings = settings
         self.coordinator = coordinator
         self.groups = groups
         self.shares = shares
+        self.delays = delays
         self.holder = f"{socket.gethostname()}:{os.getpid()}:{secrets.token_hex(4)}"
         # Callbacks go only to allowed networks, checked again at every connection (SSRF; docs/security.md).
         guard = halves.callback_guard or CallbackGuard(settings.callback_networks)
@@ -77,6 +80,9 @@ class BackgroundJobs:
         expiry_every = self.settings.group_expiry_interval_seconds
         self.scheduler.add_job(self.expire_group_members, "interval", seconds=expiry_every, next_run_time=soon)
         self.scheduler.add_job(self.dead_letter_share_records, "interval", seconds=1.0, next_run_time=soon)
+        self.scheduler.add_job(
+            self.deliver_delayed_messages, "interval", seconds=self.settings.delay_interval_seconds, next_run_time=soon
+        )
         for job in self.scheduler.get_jobs():
             job.modify(max_instances=1, coalesce=True, misfire_grace_time=None)
         self.scheduler.start()
@@ -127,6 +133,15 @@ class BackgroundJobs:
         """Share-group records whose last allowed lock ran out go to their dead-letter topic,
         even when nobody receives from the group any more."""
         await self._guarded("share-group dead letters", self.shares.dead_letter_expired)
+
+    async def deliver_delayed_messages(self) -> None:
+        """Delay messages whose time has come move into their topics (at most once each)."""
+
+        async def deliver_all() -> None:
+            while await self.delays.deliver_due() == DELIVER_BATCH:
+                pass  # a full batch: more may be due
+
+        await self._guarded("delay messages", deliver_all)
 
     async def clean_up(self) -> None:
         await self._guarded("system retention", self.retention.run_once)

@@ -20,6 +20,11 @@ from prometheus_client import (
 CORE_REGISTRY = CollectorRegistry(auto_describe=True)
 
 HALF_MESSAGES = Counter("halfmq_half_messages_total", "Half-message events", ["event"], registry=CORE_REGISTRY)
+DELAYED_MESSAGES = Counter(
+    "halfmq_delayed_messages_total", "Delay messages scheduled, delivered into their topics, or dropped with their topic",
+    ["event"], registry=CORE_REGISTRY,
+)
+DELAYED_WAITING = Gauge("halfmq_delayed_messages_waiting", "Delay messages waiting for their time", registry=CORE_REGISTRY)
 CHECKS = Counter("halfmq_checks_total", "Back-checks sent to producers, by answer", ["result"], registry=CORE_REGISTRY)
 TRANSACTIONS = Counter(
     "halfmq_transactions_total", "Kafka-mode transactions ended, by outcome", ["outcome"], registry=CORE_REGISTRY

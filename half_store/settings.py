@@ -43,6 +43,11 @@ class Settings(BaseSettings):
     poll_check_lease_seconds: float = Field(30.0, gt=0)
     resolved_retention_seconds: float = Field(3600.0, ge=0)
 
+    # Delay messages (docs/api.md, "Delay messages"): the longest delay a message may ask for
+    # (RocketMQ's timerMaxDelaySec: 3 days), and how often the lease holder moves due ones.
+    max_delay_seconds: float = Field(3 * 24 * 3600.0, gt=0)
+    delay_interval_seconds: float = Field(0.25, gt=0)
+
     # Mode 2.
     max_transaction_timeout_ms: int = Field(900_000, ge=1)
     default_transaction_timeout_ms: int = Field(60_000, ge=1)

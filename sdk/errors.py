@@ -199,6 +199,12 @@ class ArrowUnavailableError(HalfmqError):
     code, status = "ARROW_UNAVAILABLE", 406
 
 
+class DelayedMessageNotFoundError(HalfmqError):
+    """DELAYED_MESSAGE_NOT_FOUND (404): no delay message of that id (or it was delivered long ago)."""
+
+    code, status = "DELAYED_MESSAGE_NOT_FOUND", 404
+
+
 class InvalidTagExpressionError(ValidationError):
     """INVALID_TAG_EXPRESSION (422): a tag filter that is neither ``*`` nor tags separated by ``||``."""
 
@@ -364,6 +370,7 @@ ERRORS_BY_CODE: dict[str, type[HalfmqError]] = {
         ValidationError,
         InvalidTagExpressionError,
         DeliveryTimeTooFarError,
+        DelayedMessageNotFoundError,
         ReservedTopicError,
         TopicNotFoundError,
         PartitionNotFoundError,

@@ -82,7 +82,12 @@ class Sending:
         )
 
     async def _schedule(self, found: Inbound) -> Any:
-        return new("SendResultEntry", status=status("UNSUPPORTED", "DELAY messages are not served yet"))
+        assert found.delivery_ms is not None
+        try:
+            await self.broker.delays.schedule(found.topic, [found.record], [found.delivery_ms], [None])
+        except BrokerError as error:
+            return new("SendResultEntry", status=status_of(error))
+        return new("SendResultEntry", status=status(), message_id=found.message_id)
 
 
 def _overall(entries: list[Any]) -> Any:

@@ -48,6 +48,10 @@ class HalfMessageNotFound(BrokerError):
     status, code = 404, "HALF_MESSAGE_NOT_FOUND"
 
 
+class ScheduledMessageNotFound(BrokerError):
+    status, code = 404, "DELAYED_MESSAGE_NOT_FOUND"
+
+
 class TransactionNotFound(BrokerError):
     status, code = 404, "TRANSACTION_NOT_FOUND"
 

@@ -24,7 +24,7 @@ from dataclasses import dataclass
 from sqlalchemy import Connection
 
 from half_store.domain.admin_records import TopicConfig
-from half_store.domain.constants import HALF_TOPIC, OP_HALF_TOPIC, is_system_topic
+from half_store.domain.constants import HALF_TOPIC, OP_HALF_TOPIC, SCHEDULE_TOPIC, is_system_topic
 from half_store.domain.errors import PartitionNotFound
 from half_store.domain.records import Topic, now_ms
 from half_store.metrics import (
@@ -35,7 +35,15 @@ from half_store.metrics import (
 )
 from half_store.settings import Settings
 from half_store.storage import half_message_store as half_index
-from half_store.storage import listener_store, log_store, producer_store, retention_store, topic_store, txn_store
+from half_store.storage import (
+    listener_store,
+    log_store,
+    producer_store,
+    retention_store,
+    schedule_store,
+    topic_store,
+    txn_store,
+)
 from half_store.storage.retention_store import PartitionRetained
 from half_store.storage.store import Store
 
@@ -78,6 +86,7 @@ class Retention:
         listeners = listener_store.delete_expired_listeners(conn, now)
         producers = producer_store.expire_transactional_ids(conn, now - self.settings.transactional_id_expiration_ms)
         transactions = txn_store.purge_finished(conn, cutoff, BATCH)
+        purged += schedule_store.purge_delivered(conn, cutoff, BATCH)
         return RetentionReport(purged, truncated, listeners, producers, transactions)
 
     def _truncate_system_logs(self, conn: Connection) -> int:
@@ -89,6 +98,12 @@ class Retention:
         half_cut = half_end if lowest_half is None else lowest_half
         removed = log_store.truncate_before(conn, half_topic, 0, half_cut, half_start)
         removed += log_store.truncate_before(conn, op_topic, 0, op_end if lowest_op is None else lowest_op, op_start)
+        # The schedule topic: everything below the oldest delay message still waiting has been moved.
+        schedule_topic = self.store.topic_sync(conn, SCHEDULE_TOPIC)
+        lowest_waiting = schedule_store.lowest_waiting_offset(conn)
+        schedule_start, schedule_end = log_store.partition_bounds(conn, schedule_topic, 0)
+        schedule_cut = schedule_end if lowest_waiting is None else lowest_waiting
+        removed += log_store.truncate_before(conn, schedule_topic, 0, schedule_cut, schedule_start)
         return removed
 
     # -- user topics ---------------------------------------------------------------------------

@@ -214,6 +214,23 @@ half_messages = Table(
 )
 Index("ix_half_messages_next_check_at", half_messages.c.next_check_at)
 
+# Delay messages: the index over RMQ_SYS_SCHEDULE_TOPIC. A row is delivered once: the move into
+# its topic and setting delivered_at (a compare-and-set on NULL) are one transaction.
+scheduled_messages = Table(
+    "scheduled_messages",
+    metadata,
+    Column("message_id", String(64), primary_key=True),
+    Column("schedule_offset", BigInteger, nullable=False, unique=True),
+    Column("topic_id", Integer, nullable=False),
+    Column("partition", Integer, nullable=False),
+    Column("deliver_at", BigInteger, nullable=False),
+    Column("created_at", BigInteger, nullable=False),
+    # NULL while waiting; the offset it got in its topic (NULL if the topic was deleted meanwhile).
+    Column("delivered_at", BigInteger, nullable=True),
+    Column("delivered_offset", BigInteger, nullable=True),
+)
+Index("ix_scheduled_messages_waiting", scheduled_messages.c.deliver_at, scheduled_messages.c.delivered_at)
+
 # Mode 1: the index over RMQ_SYS_TRANS_OP_HALF_TOPIC. Its primary key is what makes
 # a half message resolvable at most once, whoever races to resolve it.
 half_resolutions = Table(

@@ -11,7 +11,7 @@ import sqlalchemy as sa
 from alembic import op
 
 revision = "0010_rocketmq_token_keys"
-down_revision = "0009_aborted_transaction_index"
+down_revision = "0010_producer_principal"
 branch_labels = None
 depends_on = None
 

@@ -193,3 +193,21 @@ def test_a_push_consumer_gets_a_failed_message_again(rocketmq: RocketMQClient, r
     sent = rocketmq.call("send", topic=topic, body="retry me", properties={"fail": "1"})
     seen = rocketmq.call("push", group=unique("g"), topic=topic, count=2, timeout_s=20)["messages"]
     assert [(m["message_id"], m["delivery_attempt"]) for m in seen[:2]] == [(sent["message_id"], 1), (sent["message_id"], 2)]
+
+
+def test_a_delay_message_is_not_received_before_its_time(rocketmq: RocketMQClient, rocketmq_broker: BrokerProcess) -> None:
+    topic = create_topic(rocketmq_broker, unique("delay"))
+    deliver_at = int(time.time() * 1000) + 1500
+    sent = rocketmq.call("send", topic=topic, body="later", delivery_ms=deliver_at)  # 5.1.2: ms in Timestamp.seconds
+    waiting = httpx.get(f"{rocketmq_broker.url}/v1/delayed-messages", params={"topic": topic}).json()["delayed_messages"]
+    assert [w["deliver_at"] for w in waiting] == [deliver_at] and rest_messages(rocketmq_broker, topic) == []
+    [got] = rocketmq.call("receive", group=unique("g"), topic=topic, timeout_s=15)["messages"]
+    assert time.time() * 1000 >= deliver_at
+    assert (got["message_id"], got["body"]) == (sent["message_id"], "later")
+
+
+def test_a_delivery_time_past_the_longest_delay_is_refused(rocketmq: RocketMQClient, rocketmq_broker: BrokerProcess) -> None:
+    topic = create_topic(rocketmq_broker, unique("toofar"))
+    answer = rocketmq.try_call("send", topic=topic, body="x", delivery_ms=int(time.time() * 1000) + 4 * 24 * 3600 * 1000)
+    assert "error" in answer, answer
+    assert httpx.get(f"{rocketmq_broker.url}/v1/delayed-messages", params={"topic": topic}).json()["delayed_messages"] == []
