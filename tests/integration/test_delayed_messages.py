@@ -26,7 +26,7 @@ def test_a_delay_message_waits_listed_then_is_delivered_once(client: TestClient,
         json={"messages": [{"value": {"n": 1}, "tag": "T", "deliver_at": deliver_at}, {"value": "soon", "delay_ms": 0}]},
     )
     assert response.status_code == 201, response.text
-    first, second = response.json()["scheduled"]
+    first, _ = response.json()["scheduled"]
     assert (first["state"], first["deliver_at"], first["partition"]) == ("WAITING", deliver_at, 0)
     assert client.portal.call(broker.delays.deliver_due) == 1  # only the one already due
     assert [m["value"] for m in _fetch(client, "later")] == ["soon"]
