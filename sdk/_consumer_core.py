@@ -44,7 +44,9 @@ class ConsumerCore:
         auto_offset_reset: str,
         delivery: str = "at_least_once",
         auto_commit: bool = True,
+        tag: str | None = None,
     ) -> None:
+        self.tag = tag  # a tag filter: fetches return only what it keeps
         if delivery not in DELIVERY_GUARANTEES:
             raise ValueError(f"delivery must be one of {DELIVERY_GUARANTEES}, not {delivery!r}")
         if delivery == "exactly_once" and isolation_level != "read_committed":

@@ -177,7 +177,9 @@ class ShareCore:
         ordered: bool,
         max_extension: float | None,
         on_acknowledged: Callable[[list[AckResult]], None],
+        tag: str | None = None,
     ) -> None:
+        self.tag = tag
         self.group = group
         self.topic = topic
         self.max_messages = max_messages
@@ -199,6 +201,7 @@ class ShareCore:
         call = calls.share_receive(
             self.group, self.topic, max_messages=max_messages or self.max_messages, lock_ms=self.lock_ms,
             max_wait_ms=min(int(max(0.0, timeout) * 1000), MAX_BROKER_WAIT_MS), ordered=self.ordered, acks=acks,
+            tag=self.tag,
         )
         return ReceiveRequest(call, acks, time.monotonic())
 

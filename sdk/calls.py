@@ -190,6 +190,15 @@ def produce(topic: str, messages: Sequence[Mapping[str, Any]]) -> Call[list[tupl
     )
 
 
+def produce_delayed(topic: str, messages: Sequence[Mapping[str, Any]]) -> Call[list[str]]:
+    """``POST /v1/topics/{topic}/delayed-messages`` → the delay messages' ids; not resent once it may
+    have arrived (a repeat would schedule them twice)."""
+    return Call(
+        "POST", f"/v1/topics/{_seg(topic)}/delayed-messages", json={"messages": list(messages)}, idempotent=False,
+        parse=lambda body: [str(s["message_id"]) for s in body["scheduled"]],
+    )
+
+
 def produce_to_partition(
     topic: str,
     partition: int,
@@ -252,12 +261,18 @@ def _batch_fields(
 
 
 def fetch(
-    topic: str, partition: int, offset: int, *, max_messages: int, max_wait_ms: int, isolation: str
+    topic: str, partition: int, offset: int, *, max_messages: int, max_wait_ms: int, isolation: str,
+    tag: str | None = None,
 ) -> Call[FetchResult]:
-    """``GET /v1/topics/{t}/partitions/{p}/messages`` (a long-poll when ``max_wait_ms`` > 0)."""
+    """``GET /v1/topics/{t}/partitions/{p}/messages`` (a long-poll when ``max_wait_ms`` > 0); with ``tag``,
+    only the messages that tag filter keeps (the position still moves past the others)."""
+    params: dict[str, Any] = {"offset": offset, "max_messages": max_messages, "max_wait_ms": max_wait_ms}
+    params["isolation"] = isolation
+    if tag is not None:
+        params["tag"] = tag
     return Call(
         "GET", f"/v1/topics/{_seg(topic)}/partitions/{partition}/messages",
-        params={"offset": offset, "max_messages": max_messages, "max_wait_ms": max_wait_ms, "isolation": isolation},
+        params=params,
         extra_timeout=max_wait_ms / 1000.0,
         parse=lambda body: FetchResult.from_json(body, topic, partition),
     )
@@ -275,12 +290,12 @@ def fetch_raw(
 
 def fetch_arrow(
     topic: str, partition: int, offset: int, *, max_messages: int, isolation: str = "read_committed",
-    accept: str = ARROW_STREAM,
+    accept: str = ARROW_STREAM, tag: str | None = None,
 ) -> Call[httpx.Response]:
     """:func:`fetch` answered as an Arrow IPC stream (``docs/arrow.md``): the whole
     :class:`httpx.Response`, whose headers carry ``X-Halfmq-Next-Offset`` and the rest.
     ``accept`` may also name JSON, for brokers that predate the Arrow answer."""
-    call = fetch(topic, partition, offset, max_messages=max_messages, max_wait_ms=0, isolation=isolation)
+    call = fetch(topic, partition, offset, max_messages=max_messages, max_wait_ms=0, isolation=isolation, tag=tag)
     return call.answered_by(_response, headers={"Accept": accept}, whole_answer=True)
 
 
@@ -512,7 +527,7 @@ def _acks_json(acks: Sequence[ShareAck]) -> list[dict[str, Any]]:
 
 def share_receive(
     group: str, topic: str, *, max_messages: int, lock_ms: int, max_wait_ms: int, ordered: bool,
-    acks: Sequence[ShareAck] = (),
+    acks: Sequence[ShareAck] = (), tag: str | None = None,
 ) -> Call[tuple[list[ReceivedMessage], list[AckResult]]]:
     """``POST /v1/share-groups/{group}/receive`` (a long-poll when ``max_wait_ms`` > 0), carrying
     ``acks`` of earlier messages (applied first; their results come back with the messages).
@@ -525,6 +540,8 @@ def share_receive(
     body["max_wait_ms"] = max_wait_ms
     if ordered:
         body["ordered"] = True
+    if tag is not None:
+        body["tag"] = tag
     if acks:
         body["acks"] = _acks_json(acks)
     return Call(

@@ -108,6 +108,7 @@ class Consumer(SyncBase):
         session_timeout_ms: int | None = None,
         partitions: Iterable[TopicPartition] | None = None,
         auto_offset_reset: str = "earliest",
+        tag: str | None = None,
         max_poll_messages: int = 500,
         long_poll_slice: float = DEFAULT_LONG_POLL_SLICE,
         **connection: Unpack[ConnectionOptions],
@@ -115,7 +116,7 @@ class Consumer(SyncBase):
         super().__init__(url, **connection)
         self._core = ConsumerCore(
             group, topics, partitions=partitions, isolation_level=isolation_level, auto_offset_reset=auto_offset_reset,
-            delivery=delivery, auto_commit=auto_commit,
+            delivery=delivery, auto_commit=auto_commit, tag=tag,
         )
         self._membership = None if partitions is not None else Membership(group, self._core.topics, session_timeout_ms)
         self.on_assigned = on_assigned
@@ -227,6 +228,7 @@ class Consumer(SyncBase):
         call = calls.fetch(
             tp[0], tp[1], self._core.positions[tp], max_messages=max_messages,
             max_wait_ms=min(wait_ms, MAX_BROKER_WAIT_MS), isolation=self._core.isolation_level,
+            tag=self._core.tag,
         )
         try:
             result = self._transport.call(call)

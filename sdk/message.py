@@ -97,6 +97,33 @@ def message_fields(payload: Mapping[str, Any], topic: str | None = None) -> dict
     }
 
 
+TAG_HEADER = "rocketmq.tag"  # where the broker keeps a message's tag (RocketMQ's)
+
+
+def tagged(headers: Mapping[str, str] | None, tag: str | None) -> dict[str, str]:
+    """``headers`` with the message's tag added (a tag filter matches it; RocketMQ consumers read it as the tag)."""
+    merged = dict(headers or {})
+    if tag is not None:
+        merged[TAG_HEADER] = tag
+    return merged
+
+
+def delayed_wire(
+    value: Any, key: str | None, headers: Mapping[str, str] | None, partition: int | None,
+    deliver_at: int | None, delay_ms: int | None,
+) -> dict[str, Any]:
+    """A delay message's produce shape: a message plus ``deliver_at`` (ms since the epoch) or ``delay_ms``."""
+    if (deliver_at is None) == (delay_ms is None):
+        raise ValueError("give exactly one of deliver_at and delay_ms")
+    wire = to_wire(value, key, headers)
+    wire.update({"deliver_at": deliver_at} if deliver_at is not None else {"delay_ms": delay_ms})
+    if partition is not None:
+        wire["partition"] = partition
+    return wire
+
+
+
+
 def from_wire(payload: Mapping[str, Any], topic: str | None = None) -> Message:
     """A :class:`Message` from a fetched message or a back-check request body."""
     return Message(**message_fields(payload, topic))

@@ -17,7 +17,7 @@ from sdk._connection import ConnectionOptions
 from sdk._routing import PartitionRouter, SequenceSession, highest_named, outcome_unknown
 from sdk.calls import TopicPartition
 from sdk.errors import IllegalStateError
-from sdk.message import Message, to_wire
+from sdk.message import Message, delayed_wire, tagged, to_wire
 
 
 class Producer(SyncBase):
@@ -54,13 +54,38 @@ class Producer(SyncBase):
         key: str | None = None,
         headers: dict[str, str] | None = None,
         partition: int | None = None,
+        tag: str | None = None,
     ) -> tuple[int, int]:
         """Write one message exactly once and return ``(partition, offset)``.
 
         ``value`` is any JSON value or ``bytes``. Without ``partition`` the key's
         murmur2 hash picks it (as the broker would), without a key round-robin.
+        ``tag``: the message's tag (header ``rocketmq.tag``), for consumers' tag filters.
         """
-        return self.send_batch(topic, [Message(topic, value, key=key, headers=headers or {})], partition=partition)[0]
+        return self.send_batch(topic, [Message(topic, value, key=key, headers=tagged(headers, tag))], partition=partition)[0]
+
+    def send_delayed(
+        self,
+        topic: str,
+        value: Any,
+        *,
+        deliver_at: int | None = None,
+        delay_ms: int | None = None,
+        key: str | None = None,
+        headers: dict[str, str] | None = None,
+        partition: int | None = None,
+        tag: str | None = None,
+    ) -> str:
+        """A message no consumer sees before ``deliver_at`` (ms since the epoch) or ``delay_ms`` from now;
+        its delay-message id (``GET /v1/delayed-messages`` lists it while it waits).
+
+        Not retried once the request may have arrived: a repeat would schedule it twice.
+        """
+        if self._closed:
+            raise IllegalStateError("producer is closed")
+        wire = delayed_wire(value, key, tagged(headers, tag), partition, deliver_at, delay_ms)
+        [message_id] = self._transport.call(calls.produce_delayed(topic, [wire]))
+        return message_id
 
     def send_batch(self, topic: str, messages: list[Message], *, partition: int | None = None) -> list[tuple[int, int]]:
         """Write several messages of one topic; one request per partition involved.

@@ -66,6 +66,7 @@ class ShareConsumer(SyncBase):
         max_messages: int = DEFAULT_MAX_MESSAGES,
         lock_ms: int = DEFAULT_LOCK_MS,
         ordered: bool = False,
+        tag: str | None = None,
         auto_extend: bool = True,
         max_extension: float | None = DEFAULT_MAX_EXTENSION,
         on_acknowledged: Callable[[list[AckResult]], None] = report,
@@ -74,7 +75,7 @@ class ShareConsumer(SyncBase):
         super().__init__(url, **connection)
         self.core = ShareCore(
             group, topic, max_messages=max_messages, lock_ms=lock_ms, ordered=ordered, max_extension=max_extension,
-            on_acknowledged=on_acknowledged,
+            on_acknowledged=on_acknowledged, tag=tag,
         )
         self._stopping = threading.Event()
         self._keeper = threading.Thread(target=self._keep_locks, name="halfmq-share-locks", daemon=True)

@@ -31,13 +31,15 @@ class RowsPage:
     last_stable_offset: int
 
 
-def fetch_rows(client: BrokerClient, topic: str, partition: int, offset: int, max_messages: int) -> RowsPage:
-    """One ``read_committed`` page starting at ``offset``.
+def fetch_rows(
+    client: BrokerClient, topic: str, partition: int, offset: int, max_messages: int, tag: str | None = None
+) -> RowsPage:
+    """One ``read_committed`` page starting at ``offset`` (with ``tag``: the rows that tag filter keeps).
 
     Offsets of the rows have gaps (aborted transactions, control markers); continue
     from ``next_offset``, never from the last row's offset + 1.
     """
-    response = client.fetch_arrow(topic, partition, offset, max_messages, accept=ACCEPT_ARROW_OR_JSON)
+    response = client.fetch_arrow(topic, partition, offset, max_messages, accept=ACCEPT_ARROW_OR_JSON, tag=tag)
     if response.headers.get("content-type", "").startswith(ARROW_STREAM):
         with pa.ipc.open_stream(response.content) as reader:
             batches = [from_arrow_fetch(batch) for batch in reader if batch.num_rows]

@@ -156,11 +156,13 @@ class BrokerClient:
         except HalfmqError as exc:
             raise _source_error(exc, request) from exc
 
-    def fetch_arrow(self, topic: str, partition: int, offset: int, max_messages: int, *, accept: str) -> httpx.Response:
+    def fetch_arrow(
+        self, topic: str, partition: int, offset: int, max_messages: int, *, accept: str, tag: str | None = None
+    ) -> httpx.Response:
         """One ``read_committed`` page as the broker's Arrow answer (or JSON, if ``accept`` allows
         it and the broker is older than the Arrow fetch): the whole response, headers and all."""
         return self._call(
-            calls.fetch_arrow(topic, partition, offset, max_messages=_page_size(max_messages), accept=accept)
+            calls.fetch_arrow(topic, partition, offset, max_messages=_page_size(max_messages), accept=accept, tag=tag)
         )
 
     def topic(self, name: str) -> TopicMetadata:

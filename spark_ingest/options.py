@@ -23,6 +23,8 @@ option                       default      meaning
                                           group:read with ``group``), for ``HALFMQ_AUTH=token``
 ``sslVerify``                true         ``false`` skips TLS certificate checks, or the path
                                           of a CA bundle to trust
+``tag``                      none         a tag filter (``*``, ``TagA``, ``TagA || TagB``): only
+                                          rows whose tag (header ``rocketmq.tag``) it keeps
 ===========================  ===========  =====================================================
 """
 
@@ -52,6 +54,7 @@ class SourceOptions:
     fail_on_data_loss: bool = True
     token: str | None = field(default=None, repr=False)  # a secret: kept out of logs and plans
     ssl_verify: bool | str = True
+    tag: str | None = None
 
     @classmethod
     def parse(cls, options: Mapping[str, str]) -> SourceOptions:
@@ -83,6 +86,7 @@ class SourceOptions:
             fail_on_data_loss=_boolean(lowered.get("failondataloss", "true"), "failOnDataLoss"),
             token=(lowered.get("token") or "").strip() or None,
             ssl_verify=_verify(lowered.get("sslverify")),
+            tag=(lowered.get("tag") or "").strip() or None,
         )
 
     def client(self) -> BrokerClient:

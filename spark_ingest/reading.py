@@ -104,6 +104,7 @@ def _fetch_pages(options: SourceOptions, offset_range: OffsetRange) -> Generator
                     offset_range.partition,
                     offset,
                     min(page_size, offset_range.end - offset),
+                    options.tag,
                 )
             except OffsetOutOfRange as exc:
                 raise HalfmqSourceError(

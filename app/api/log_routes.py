@@ -175,6 +175,10 @@ async def fetch(
     max_messages: Annotated[int | None, Query(ge=1, description="default: 500, or the broker's limit if lower")] = None,
     max_wait_ms: Annotated[int, Query(ge=0)] = 0,
     isolation: Isolation = "read_committed",
+    tag: Annotated[
+        str | None,
+        Query(max_length=4096, description="A tag filter ('*', 'TagA || TagB'): only messages whose tag it keeps"),
+    ] = None,
 ) -> Response:
     broker = broker_of(request)
     settings = broker.settings
@@ -187,7 +191,8 @@ async def fetch(
     answer_format = negotiate(request.headers.get("accept"))
     with long_poll_slot(request, max_wait_ms):
         result = await broker.log.fetch(
-            topic, partition, offset, max_messages, max_wait_ms, isolation, client_gone=request.is_disconnected
+            topic, partition, offset, max_messages, max_wait_ms, isolation, client_gone=request.is_disconnected,
+            tags=tag,
         )
     if result.messages:
         MESSAGES_OUT.labels(topic).inc(len(result.messages))

@@ -19,6 +19,7 @@ from half_store.domain.errors import (
     TopicNotFound,
 )
 from half_store.domain.group_records import MemberRef
+from half_store.domain.message_page import MessagePage
 from half_store.domain.partitioner import partition_for_key
 from half_store.domain.records import (
     AppendResult,
@@ -29,6 +30,7 @@ from half_store.domain.records import (
     Record,
     Topic,
 )
+from half_store.domain.tags import TagFilter
 from half_store.metrics import GROUP_FENCED_COMMITS
 from half_store.services import group_fencing
 from half_store.services.notifier import PartitionNotifier
@@ -146,13 +148,23 @@ class LogService:
         max_wait_ms: int,
         isolation: str,
         client_gone: ClientGone | None = None,
+        tags: str | None = None,
     ) -> FetchResult:
-        """Read from ``offset``; with ``max_wait_ms`` wait for data, until then or until the client leaves."""
+        """Read from ``offset``; with ``max_wait_ms`` wait for data, until then or until the client leaves.
+
+        ``tags``: a tag expression; the page keeps the messages it matches, and ``next_offset``
+        still moves past the others (a page may then be empty before the end of the log).
+        """
+        tag_filter = TagFilter.parse(tags)
         topic = await self.store.topic(topic_name)
         check_partition(topic, partition)
 
         def read(conn: Connection) -> FetchResult:
-            return read_partition(conn, topic, partition, offset, max_messages, isolation)
+            found = read_partition(conn, topic, partition, offset, max_messages, isolation)
+            if tag_filter.everything or not found.messages:
+                return found
+            kept = MessagePage.of(topic.name, partition, [m for m in found.messages if tag_filter.matches(m.headers)])
+            return FetchResult(kept, found.next_offset, found.state)
 
         async with self.partition_rows_of(topic):
             result = await self.store.read(read)

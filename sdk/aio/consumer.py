@@ -55,13 +55,13 @@ class AsyncConsumer(AsyncBase):
         on_assigned: AsyncPartitionsCallback | None = None, on_revoked: AsyncPartitionsCallback | None = None,
         session_timeout_ms: int | None = None,
         partitions: Iterable[TopicPartition] | None = None, auto_offset_reset: str = "earliest",
-        max_poll_messages: int = 500, long_poll_slice: float = DEFAULT_LONG_POLL_SLICE,
+        tag: str | None = None, max_poll_messages: int = 500, long_poll_slice: float = DEFAULT_LONG_POLL_SLICE,
         **connection: Unpack[ConnectionOptions],
     ) -> None:
         super().__init__(url, **connection)
         self._core = ConsumerCore(
             group, topics, partitions=partitions, isolation_level=isolation_level, auto_offset_reset=auto_offset_reset,
-            delivery=delivery, auto_commit=auto_commit,
+            delivery=delivery, auto_commit=auto_commit, tag=tag,
         )
         self._membership = None if partitions is not None else Membership(group, self._core.topics, session_timeout_ms)
         self.on_assigned = on_assigned
@@ -190,6 +190,7 @@ class AsyncConsumer(AsyncBase):
         call = calls.fetch(
             tp[0], tp[1], self._core.positions[tp], max_messages=max_messages,
             max_wait_ms=min(wait_ms, MAX_BROKER_WAIT_MS), isolation=self._core.isolation_level,
+            tag=self._core.tag,
         )
         try:
             return await self._transport.call(call)

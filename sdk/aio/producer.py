@@ -11,7 +11,7 @@ from sdk._routing import PartitionRouter, SequenceSession, highest_named, outcom
 from sdk.aio._base import AsyncBase
 from sdk.calls import TopicPartition
 from sdk.errors import IllegalStateError
-from sdk.message import Message, to_wire
+from sdk.message import Message, delayed_wire, tagged, to_wire
 
 
 class AsyncProducer(AsyncBase):
@@ -36,10 +36,23 @@ class AsyncProducer(AsyncBase):
 
     async def send(
         self, topic: str, value: Any, key: str | None = None, headers: dict[str, str] | None = None,
-        partition: int | None = None,
+        partition: int | None = None, tag: str | None = None,
     ) -> tuple[int, int]:
-        """Write one message exactly once; ``(partition, offset)``."""
-        return (await self.send_batch(topic, [Message(topic, value, key=key, headers=headers or {})], partition=partition))[0]
+        """Write one message exactly once; ``(partition, offset)``. ``tag``: its tag (header ``rocketmq.tag``)."""
+        message = Message(topic, value, key=key, headers=tagged(headers, tag))
+        return (await self.send_batch(topic, [message], partition=partition))[0]
+
+    async def send_delayed(
+        self, topic: str, value: Any, *, deliver_at: int | None = None, delay_ms: int | None = None,
+        key: str | None = None, headers: dict[str, str] | None = None, partition: int | None = None,
+        tag: str | None = None,
+    ) -> str:
+        """A message no consumer sees before its time; its delay-message id (see :meth:`Producer.send_delayed`)."""
+        if self._closed:
+            raise IllegalStateError("producer is closed")
+        wire = delayed_wire(value, key, tagged(headers, tag), partition, deliver_at, delay_ms)
+        [message_id] = await self._transport.call(calls.produce_delayed(topic, [wire]))
+        return message_id
 
     async def send_batch(
         self, topic: str, messages: list[Message], *, partition: int | None = None

@@ -38,14 +38,14 @@ class AsyncShareConsumer(AsyncBase):
 
     def __init__(
         self, url: str, group: str, topic: str, *, max_messages: int = DEFAULT_MAX_MESSAGES,
-        lock_ms: int = DEFAULT_LOCK_MS, ordered: bool = False, auto_extend: bool = True,
+        lock_ms: int = DEFAULT_LOCK_MS, ordered: bool = False, tag: str | None = None, auto_extend: bool = True,
         max_extension: float | None = DEFAULT_MAX_EXTENSION, on_acknowledged: Callable[[list[AckResult]], None] = report,
         **connection: Unpack[ConnectionOptions],
     ) -> None:
         super().__init__(url, **connection)
         self.core = ShareCore(
             group, topic, max_messages=max_messages, lock_ms=lock_ms, ordered=ordered, max_extension=max_extension,
-            on_acknowledged=on_acknowledged,
+            on_acknowledged=on_acknowledged, tag=tag,
         )
         self.auto_extend = auto_extend
         self._keeper: asyncio.Task[None] | None = None

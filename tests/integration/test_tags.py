@@ -43,3 +43,10 @@ def test_a_tag_with_a_bar_is_refused(client: TestClient) -> None:
     create_topic(client, "badtag")
     response = client.post("/v1/topics/badtag/messages", json={"messages": [{"value": 1, "tag": "a|b"}]})
     assert response.status_code == 422
+
+
+def test_a_fetch_with_a_tag_filter_keeps_matching_messages_and_moves_past_the_rest(client: TestClient) -> None:
+    create_topic(client, "fetched")
+    _produce(client, "fetched")
+    page = client.get("/v1/topics/fetched/partitions/0/messages", params={"offset": 0, "tag": "TagB"}).json()
+    assert ([m["value"] for m in page["messages"]], page["next_offset"]) == (["b"], 3)

@@ -130,3 +130,9 @@ def test_clear_errors(spark: Any, broker: BrokerProcess, api: BrokerApi) -> None
         read(spark, "http://127.0.0.1:9", "whatever", requestRetries="0").collect()
     with pytest.raises(Exception, match="startingOffsets"):
         read(spark, broker.url, api.create_topic("bad"), startingOffsets="{not json").collect()
+
+
+def test_a_tag_option_keeps_only_matching_rows(spark: Any, broker: BrokerProcess, api: BrokerApi) -> None:
+    topic = api.create_topic("tagged", partitions=1)
+    api.produce(topic, [{"value": "a", "tag": "TagA"}, {"value": "b", "tag": "TagB"}, {"value": "none"}])
+    assert values(read(spark, broker.url, topic, tag="TagA || TagB")) == ["a", "b"]

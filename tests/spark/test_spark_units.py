@@ -240,3 +240,8 @@ def test_stream_planning_caps_at_stable_offsets_limits_and_picks_up_new_partitio
 
     planned = reader.partitions({"a": {"0": 0, "1": 10}}, {"a": {"0": 40, "1": 10}})
     assert [p.offset_range for p in planned] == [OffsetRange("a", 0, 0, 40)]  # type: ignore[attr-defined]
+
+
+def test_source_options_take_a_tag_filter() -> None:
+    assert SourceOptions.parse({"url": "http://b", "topic": "a", "tag": " TagA || TagB "}).tag == "TagA || TagB"
+    assert SourceOptions.parse({"url": "http://b", "topic": "a"}).tag is None
