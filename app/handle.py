@@ -95,6 +95,7 @@ class LogCalls(Protocol):
         max_wait_ms: int,
         isolation: str,
         client_gone: ClientGone | None = None,
+        tags: str | None = None,
     ) -> FetchResult: ...
 
     async def commit_group_offsets(
