@@ -227,6 +227,14 @@ def test_every_route_answers_as_the_document_declares(client: TestClient, settin
     assert client.post(f"/v1/transactions/{share_txn}/acks", json={"group": "sg", "receipts": [first]}).json()
     assert client.post(f"/v1/transactions/{share_txn}/abort").status_code == 200
 
+    # Delay messages: scheduled (one far off, listed while it waits), too far, unknown topic.
+    later = {"messages": [{"value": 1, "tag": "T", "delay_ms": 3_600_000}, {"value_base64": "AAE=", "deliver_at": 0}]}
+    assert client.post("/v1/topics/orders/delayed-messages", json=later).json()["scheduled"]
+    too_far = {"messages": [{"value": 1, "delay_ms": 10 * 24 * 3600 * 1000}]}
+    assert client.post("/v1/topics/orders/delayed-messages", json=too_far).status_code == 422
+    assert client.post("/v1/topics/missing/delayed-messages", json=later).status_code == 404
+    assert client.get("/v1/delayed-messages", params={"topic": "orders"}).json()["delayed_messages"]
+
     # Mode 1: two half messages, polled for checks (one JSON, one binary), then resolved each way.
     half = {"topic": "orders", "producer_group": "pg", "transaction_id": "t-1", "value": 1, "headers": {"h": "v"}}
     committed = client.post("/v1/half-messages", json=half).json()["message_id"]
