@@ -25,6 +25,7 @@ from half_store.services.half_messages import HalfMessageService
 from half_store.services.log_service import LogService
 from half_store.services.notifier import PartitionNotifier
 from half_store.services.producer_transactions import ProducerTransactions
+from half_store.services.rocketmq_registry import RocketMQRegistry
 from half_store.services.share_groups import ShareGroupService
 from half_store.settings import Settings
 from half_store.storage.database import open_database
@@ -55,6 +56,7 @@ class Broker(BrokerHandle):
     classic: ClassicGroups
     producer_txns: ProducerTransactions
     delays: DelayedMessageService
+    rocketmq: RocketMQRegistry
 
     @classmethod
     def open(cls, settings: Settings) -> Broker:
@@ -81,6 +83,7 @@ class Broker(BrokerHandle):
             classic=ClassicGroups(settings),
             producer_txns=ProducerTransactions(coordinator),
             delays=DelayedMessageService(log_service, settings),
+            rocketmq=RocketMQRegistry(store),
         )
 
     async def ready(self) -> bool:

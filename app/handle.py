@@ -60,6 +60,7 @@ if TYPE_CHECKING:
         Record,
         Topic,
     )
+    from half_store.domain.rocketmq_records import ListenerRecord
     from half_store.domain.share_records import Acknowledgement, ReceiptResult, ShareReceived, ShareTopicView
     from half_store.domain.txn_state import TxnState
     from half_store.services.coordinator import TransactionView
@@ -327,6 +328,15 @@ class DelayCalls(Protocol):
     async def list_waiting(self, topic_name: str | None, limit: int) -> list[ScheduledMessage]: ...
 
 
+@runtime_checkable
+class RocketMQRegistryCalls(Protocol):
+    async def heartbeat(self, listener: ListenerRecord) -> list[ListenerRecord]: ...
+
+    async def leave(self, instance_id: str) -> None: ...
+
+    async def live(self) -> list[ListenerRecord]: ...
+
+
 @dataclass
 class BrokerHandle(ABC):
     """A broker as the fronts see it: its settings, its services (the one place they are named), its health."""
@@ -344,6 +354,7 @@ class BrokerHandle(ABC):
     classic: ClassicGroupCalls
     producer_txns: ProducerTransactionCalls
     delays: DelayCalls
+    rocketmq: RocketMQRegistryCalls
 
     @abstractmethod
     async def ready(self) -> bool:

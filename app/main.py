@@ -21,6 +21,7 @@ from app.api import (
     half_routes,
     log_routes,
     ops_routes,
+    rocketmq_routes,
     share_routes,
     txn_routes,
 )
@@ -104,6 +105,7 @@ def create_app(settings: Settings | None = None) -> FastAPI:
     app.include_router(access_routes.router)
     app.include_router(share_routes.router)
     app.include_router(delay_routes.router)
+    app.include_router(rocketmq_routes.router)
     app.include_router(ops_routes.router)
     app.include_router(console_routes.router)
     if settings.direct_routes:  # innermost: the body limit and the metrics still see every request

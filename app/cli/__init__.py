@@ -10,7 +10,7 @@ from __future__ import annotations
 
 import typer
 
-from app.cli import access, consume, groups, half, produce, replicate, server, share, topics, txn
+from app.cli import access, consume, groups, half, produce, replicate, rocketmq, server, share, topics, txn
 
 cli = typer.Typer(help="halfmq: a transactional message broker.", no_args_is_help=True)
 cli.command()(server.serve)
@@ -30,6 +30,8 @@ cli.command()(produce.produce)
 cli.command()(consume.consume)
 cli.add_typer(txn.txn_cli, name="txn")
 cli.add_typer(half.half_cli, name="half")
+cli.add_typer(rocketmq.rocketmq_cli, name="rocketmq")
+cli.add_typer(rocketmq.delayed_cli, name="delayed")
 
 
 def main() -> None:

@@ -12,6 +12,9 @@ from __future__ import annotations
 import asyncio
 import contextlib
 import logging
+import os
+import secrets
+import socket
 import time
 from collections.abc import AsyncIterator, Awaitable, Callable
 from contextlib import asynccontextmanager
@@ -35,6 +38,7 @@ from app.rocketmq.status import RocketMQError, status, status_of
 from app.rocketmq.telemetry import Telemetry
 from half_store.domain.errors import BrokerError
 from half_store.domain.message_limits import MessageLimits
+from half_store.domain.rocketmq_records import ListenerRecord
 from half_store.settings import Settings
 
 log = logging.getLogger(__name__)
@@ -47,7 +51,7 @@ UNSUPPORTED = frozenset(
     {"PullMessage", "UpdateOffset", "GetOffset", "QueryOffset", "RecallMessage", "SyncLiteSubscription"}
 )
 _MAX_MESSAGE_OVERHEAD = 1024 * 1024  # gRPC frames carry a message's headers and properties too
-_SESSION_SWEEP_SECONDS = 5.0
+_HEARTBEAT_SECONDS = 5.0  # how often this listener's row (address, sessions) is written
 
 
 class RocketMQListener:
@@ -79,6 +83,10 @@ class RocketMQListener:
         self._server: grpc.aio.Server | None = None
         self._tasks: list[asyncio.Task[None]] = []
         self.port = 0
+        self.instance_id = f"{socket.gethostname()}:{os.getpid()}:{secrets.token_hex(4)}"
+        self.registry = broker.rocketmq
+        self._started_ms = 0
+        self._heartbeat_seconds = min(_HEARTBEAT_SECONDS, settings.grpc_session_timeout_seconds / 3)
 
     # -- lifecycle ------------------------------------------------------------------------------
 
@@ -91,9 +99,13 @@ class RocketMQListener:
         self.port = server.add_insecure_port(f"{self.settings.host}:{self.settings.grpc_port}")
         await server.start()
         self._server = server
-        self.addresses.append(self.settings.grpc_advertised_address or f"127.0.0.1:{self.port}")
-        self._tasks = [asyncio.create_task(self.checks.run()), asyncio.create_task(self._sweep_sessions())]
-        log.info("RocketMQ gRPC listener on %s:%d (advertised %s)", self.settings.host, self.port, self.addresses[0])
+        self.advertised_address = self.settings.grpc_advertised_address or f"127.0.0.1:{self.port}"
+        self.addresses.append(self.advertised_address)
+        self._started_ms = time.time_ns() // 1_000_000
+        with contextlib.suppress(BrokerError):  # the database is away: the heartbeat loop tries again
+            await self.heartbeat()
+        self._tasks = [asyncio.create_task(self.checks.run()), asyncio.create_task(self._keep_heartbeating())]
+        log.info("RocketMQ gRPC listener on %s:%d (advertised %s)", self.settings.host, self.port, self.advertised_address)
 
     async def stop(self) -> None:
         for task in self._tasks:
@@ -105,11 +117,28 @@ class RocketMQListener:
             self.sessions.remove(session.client_id)  # ends the Telemetry streams
         if self._server is not None:
             await self._server.stop(grace=1.0)
+        with contextlib.suppress(BrokerError):  # left in place, the row expires on its own
+            await self.registry.leave(self.instance_id)
 
-    async def _sweep_sessions(self) -> None:
+    async def heartbeat(self) -> None:
+        """Write this listener's row (address, sessions); learn the live listeners' addresses for QueryRoute."""
+        self.sessions.expire()
+        now = time.time_ns() // 1_000_000
+        ttl_ms = int(self._heartbeat_seconds * 3 * 1000)
+        record = ListenerRecord(
+            self.instance_id, self.advertised_address, self._started_ms, now, now + ttl_ms, self.sessions.records()
+        )
+        live = await self.registry.heartbeat(record)
+        addresses = sorted({listener.advertised_address for listener in live} | {self.advertised_address})
+        self.addresses[:] = addresses
+
+    async def _keep_heartbeating(self) -> None:
         while True:
-            await asyncio.sleep(_SESSION_SWEEP_SECONDS)
-            self.sessions.expire()
+            await asyncio.sleep(self._heartbeat_seconds)
+            try:
+                await self.heartbeat()
+            except BrokerError as error:  # the row expires if this goes on; clients then route elsewhere
+                log.warning("could not record the RocketMQ listener's heartbeat: %s", error)
 
     # -- calls ------------------------------------------------------------------------------------
 

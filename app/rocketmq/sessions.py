@@ -17,6 +17,7 @@ from dataclasses import dataclass, field
 from typing import Any
 
 from app.metrics import ROCKETMQ_SESSIONS
+from half_store.domain.rocketmq_records import ClientSessionRecord
 
 CLOSE = object()  # put in a stream's outbox to end it
 
@@ -34,6 +35,7 @@ class ClientSession:
     subscriptions: dict[str, str] = field(default_factory=dict)  # topic -> filter expression
     fifo: bool = False
     last_seen: float = field(default_factory=time.monotonic)
+    last_seen_ms: int = field(default_factory=lambda: time.time_ns() // 1_000_000)
     connected_ms: int = field(default_factory=lambda: time.time_ns() // 1_000_000)
     outbox: asyncio.Queue[Any] | None = None  # the open Telemetry stream's commands to the client
 
@@ -62,6 +64,7 @@ class Sessions:
             session = self._sessions[client_id] = ClientSession(client_id, principal)
             ROCKETMQ_SESSIONS.set(len(self._sessions))
         session.last_seen = time.monotonic()
+        session.last_seen_ms = time.time_ns() // 1_000_000
         session.principal = principal
         return session
 
@@ -91,6 +94,16 @@ class Sessions:
 
     def __len__(self) -> int:
         return len(self._sessions)
+
+    def records(self) -> tuple[ClientSessionRecord, ...]:
+        """The sessions as the registry keeps them (for the admin API and the console)."""
+        return tuple(
+            ClientSessionRecord(
+                s.client_id, s.client_type, s.language, s.version, s.principal, tuple(sorted(s.topics)), s.group,
+                tuple(sorted(s.subscriptions.items())), s.streaming, s.connected_ms, s.last_seen_ms,
+            )
+            for s in self._sessions.values()
+        )
 
     def publishers(self) -> dict[str, list[ClientSession]]:
         """topic -> the producers with an open stream whose settings publish it."""

@@ -214,6 +214,19 @@ half_messages = Table(
 )
 Index("ix_half_messages_next_check_at", half_messages.c.next_check_at)
 
+# The RocketMQ listeners of the broker processes on this database: each heartbeats its row
+# (its advertised address for QueryRoute, and its client sessions as JSON for the admin API).
+rocketmq_listeners = Table(
+    "rocketmq_listeners",
+    metadata,
+    Column("instance_id", String(128), primary_key=True),
+    Column("advertised_address", String(255), nullable=False),
+    Column("sessions", Text, nullable=False),
+    Column("started_at", BigInteger, nullable=False),
+    Column("heartbeat_at", BigInteger, nullable=False),
+    Column("expires_at", BigInteger, nullable=False),
+)
+
 # Delay messages: the index over RMQ_SYS_SCHEDULE_TOPIC. A row is delivered once: the move into
 # its topic and setting delivered_at (a compare-and-set on NULL) are one transaction.
 scheduled_messages = Table(

@@ -234,6 +234,7 @@ def test_every_route_answers_as_the_document_declares(client: TestClient, settin
     assert client.post("/v1/topics/orders/delayed-messages", json=too_far).status_code == 422
     assert client.post("/v1/topics/missing/delayed-messages", json=later).status_code == 404
     assert client.get("/v1/delayed-messages", params={"topic": "orders"}).json()["delayed_messages"]
+    assert client.get("/v1/rocketmq/sessions").json() == {"brokers": [], "sessions": []}  # no listener here
 
     # Mode 1: two half messages, polled for checks (one JSON, one binary), then resolved each way.
     half = {"topic": "orders", "producer_group": "pg", "transaction_id": "t-1", "value": 1, "headers": {"h": "v"}}

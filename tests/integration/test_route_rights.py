@@ -410,6 +410,22 @@ CASES: dict[tuple[str, str], list[Case]] = {
             filtered_by=(("topic", "orders", "describe"),),
         )
     ],
+    ("POST", "/v1/topics/{topic}/delayed-messages"): [
+        Case(
+            _fixed(
+                ("POST", "/v1/topics/orders/delayed-messages", {"messages": [{"value": 1, "delay_ms": 3_600_000}]}),
+                [("topic", "orders", "write")],
+            )
+        )
+    ],
+    ("GET", "/v1/delayed-messages"): [
+        Case(
+            _fixed(("GET", "/v1/delayed-messages", None), [("topic", "orders", "describe")]),
+            listed=("delayed_messages", "topic", "orders"),
+            filtered_by=(("topic", "orders", "describe"),),
+        )
+    ],
+    ("GET", "/v1/rocketmq/sessions"): [Case(_fixed(("GET", "/v1/rocketmq/sessions", None), CLUSTER_DESCRIBE))],
 }
 
 
@@ -427,6 +443,8 @@ def world(database_url: str) -> Iterator[World]:
         world.call("POST", "/v1/topics/orders/messages", {"messages": [{"value": n} for n in range(3)]})
         world.call("POST", "/v1/groups/seeded/offsets", {"offsets": [{"topic": "orders", "partition": 0, "offset": 1}]})
         world.half_message()  # something for the half-message listing to show
+        delayed = {"messages": [{"value": 1, "delay_ms": 3_600_000}]}
+        world.call("POST", "/v1/topics/orders/delayed-messages", delayed)  # and for the delay-message listing
         yield world
 
 

@@ -126,16 +126,27 @@ class Worker:
         return self.consumers[key]
 
     def receive(self, command: dict[str, Any]) -> dict[str, Any]:
-        """Receive until ``count`` messages came or ``timeout_s`` passed; ack them if ``ack``."""
+        """Receive until ``count`` messages came or ``timeout_s`` passed; ack them if ``ack``.
+
+        A receive that fails (its broker went away) is tried again, as an application's
+        receive loop does; the failures are counted in the answer.
+        """
         consumer = self.consumer(command["group"], command["topic"], command.get("expression", "*"))
         found: list[dict[str, Any]] = []
+        failures = 0
         deadline = time.monotonic() + command.get("timeout_s", 10)
         while len(found) < command.get("count", 1) and time.monotonic() < deadline:
-            for message in consumer.receive(command.get("max", 16), command.get("invisible_s", 15)):
+            try:
+                received = consumer.receive(command.get("max", 16), command.get("invisible_s", 15))
+            except Exception:  # noqa: BLE001 - counted; the next receive goes to the route's next queue
+                failures += 1
+                time.sleep(0.2)
+                continue
+            for message in received:
                 found.append(described(message))
                 if command.get("ack", True):
                     consumer.ack(message)
-        return {"messages": found}
+        return {"messages": found, "failures": failures}
 
     def push(self, command: dict[str, Any]) -> dict[str, Any]:
         """Start a PushConsumer of a group (once), then what its listener has seen so far."""

@@ -427,6 +427,44 @@ function overviewPage() {
     ];
   }
 
+  async function rocketmqSessions() {
+    const answer = await api("GET", "/v1/rocketmq/sessions");
+    const what = (s) =>
+      s.topics.length
+        ? s.topics.join(", ")
+        : [s.group || "", ...s.subscriptions.map((sub) => `${sub.topic} (${sub.expression || "*"})`)].join(" ").trim();
+    return [
+      h("p", { class: "muted" }, `Listeners: ${answer.brokers.map((b) => b.advertised_address).join(", ") || "none"}`),
+      table(
+        [
+          { title: "Client", cell: (s) => ident(s.client_id) },
+          { title: "Kind", cell: (s) => s.client_type },
+          { title: "Client version", cell: (s) => `${s.language} ${s.version}`.trim() },
+          { title: "Principal", cell: (s) => s.principal },
+          { title: "Topics / group", cell: what },
+          { title: "Broker", cell: (s) => s.broker },
+          { title: "Last seen", cell: (s) => when(s.last_seen_ms) },
+        ],
+        answer.sessions,
+        { empty: "No RocketMQ client is connected." }
+      ),
+    ];
+  }
+
+  async function delayedMessages() {
+    const answer = await api("GET", "/v1/delayed-messages", { params: { limit: 100 } });
+    return table(
+      [
+        { title: "Message id", cell: (m) => ident(m.message_id) },
+        { title: "Topic", cell: (m) => pageLink("topics", { topic: m.topic }, m.topic) },
+        { title: "Partition", num: true, cell: (m) => String(m.partition) },
+        { title: "Deliver at", cell: (m) => when(m.deliver_at) },
+      ],
+      answer.delayed_messages,
+      { empty: "No delay message is waiting." }
+    );
+  }
+
   async function openTransactions() {
     const lists = await Promise.all(UNFINISHED.map((state) => api("GET", "/v1/transactions", { params: { state } })));
     const open = lists.flatMap((l) => l.transactions);
@@ -444,6 +482,8 @@ function overviewPage() {
       figure("open-transactions", openTransactions),
       load("half-states", "Half messages by state", halfStates),
       load("checker", "The checker's status", checker),
+      load("rocketmq-sessions", "RocketMQ clients", rocketmqSessions),
+      load("delayed-messages", "Delay messages waiting", delayedMessages),
     ]);
     $("#refreshed").textContent = `refreshed ${clock(Date.now()).slice(11, 19)}`;
   }
