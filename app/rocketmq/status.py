@@ -16,7 +16,7 @@ from half_store.domain.errors import BrokerError
 _CODES: dict[str, str] = {
     "TOPIC_NOT_FOUND": "TOPIC_NOT_FOUND",
     "PARTITION_NOT_FOUND": "BAD_REQUEST",
-    "RESERVED_TOPIC": "ILLEGAL_TOPIC",
+    "RESERVED_TOPIC": "FORBIDDEN",  # a system topic: no client reads or writes it
     "MESSAGE_TOO_LARGE": "MESSAGE_BODY_TOO_LARGE",
     "UNAUTHENTICATED": "UNAUTHORIZED",
     "FORBIDDEN": "FORBIDDEN",
