@@ -59,7 +59,8 @@ def code(answer: Any) -> str:
 
 def message(**system: Any) -> Any:
     properties = {"message_id": "01AB", "message_type": enum_value("MessageType", "NORMAL"), **system}
-    return new("Message", topic=new("Resource", name="raw"), body=b"body", system_properties=new("SystemProperties", **properties))
+    system_properties = new("SystemProperties", **properties)
+    return new("Message", topic=new("Resource", name="raw"), body=b"body", system_properties=system_properties)
 
 
 def test_a_call_without_a_client_id_is_refused(channel: grpc.Channel) -> None:
