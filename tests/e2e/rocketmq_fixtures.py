@@ -29,12 +29,16 @@ class RocketMQClient:
     """The official client, run by tests/support/rocketmq_worker.py; each call is one command."""
 
     def __init__(self, endpoint: str, topics: list[str], home: Path, credentials: tuple[str, str] | None = None) -> None:
+        home.mkdir(parents=True, exist_ok=True)
         env = dict(os.environ, HOME=str(home), PYTHONPATH=str(REPO_ROOT))  # the client logs under ~/logs
         argv = [sys.executable, "-m", "tests.support.rocketmq_worker", endpoint, ",".join(topics)]
-        self._process = subprocess.Popen(
-            argv + list(credentials or ()), stdin=subprocess.PIPE, stdout=subprocess.PIPE, text=True, env=env,
-            cwd=REPO_ROOT,
-        )
+        # What the client prints about connections it lost (a killed broker) goes to a file, not the test's output.
+        self.stderr_path = home / "client.stderr"
+        with open(self.stderr_path, "ab") as stderr:
+            self._process = subprocess.Popen(
+                argv + list(credentials or ()), stdin=subprocess.PIPE, stdout=subprocess.PIPE, stderr=stderr, text=True,
+                env=env, cwd=REPO_ROOT,
+            )
         ready = self._read()
         assert ready.get("ready"), ready
 

@@ -165,6 +165,51 @@ class Worker:
         with listener.lock:
             return {"messages": list(listener.seen)}
 
+    def transactions(self, command: dict[str, Any]) -> dict[str, Any]:
+        """Chaos: ``count`` transactions, every third committed, rolled back or left to the back-check
+        (which rolls it back); each outcome as the client saw it, failures (a killed broker) included."""
+        kinds = (("c", "commit", "COMMIT"), ("r", "rollback", "ROLLBACK"), ("u", "none", "ROLLBACK"))
+        done = []
+        for n in range(command["count"]):
+            kind, action, answer = kinds[n % 3]
+            body = f"{command['prefix']}-{kind}-{n}"
+            record: dict[str, Any] = {"body": body, "kind": kind, "ok": False}
+            try:
+                sent = self.transaction(
+                    {"topic": command["topic"], "body": body, "action": action, "properties": {"answer": answer}}
+                )
+                record.update(sent, ok=True)
+            except Exception as error:  # noqa: BLE001 - the broker was killed: the outcome is the check's
+                record["error"] = f"{type(error).__name__}: {error}"[:200]
+            done.append(record)
+        return {"transactions": done}
+
+    def drain(self, command: dict[str, Any]) -> dict[str, Any]:
+        """Chaos: receive and ack until nothing came for ``idle_s`` (after ``min_s``), or ``deadline_s``;
+        every delivery and whether its ack succeeded. Failed calls (a killed broker) are retried."""
+        consumer = self.consumer(command["group"], command["topic"], "*")
+        seen: list[dict[str, Any]] = []
+        started = last = time.monotonic()
+        while True:
+            now = time.monotonic()
+            if now - started > command["deadline_s"] or (now - started > command["min_s"] and now - last > command["idle_s"]):
+                break
+            try:
+                received = consumer.receive(16, command.get("invisible_s", 5))
+            except Exception:  # noqa: BLE001 - the broker is down: try again
+                time.sleep(0.2)
+                continue
+            for message in received:
+                last = time.monotonic()
+                entry = {"message_id": message.message_id, "body": message.body.decode(), "acked": False}
+                try:
+                    consumer.ack(message)
+                    entry["acked"] = True
+                except Exception:  # noqa: BLE001 - its lock runs out and it comes back
+                    pass
+                seen.append(entry)
+        return {"seen": seen}
+
     def checked(self, command: dict[str, Any]) -> dict[str, Any]:
         return {"asked": list(self.checker.asked)}
 
