@@ -70,7 +70,11 @@ def main(argv: list[str] | None = None) -> int:
     )
     parser.add_argument("--only", default=None, metavar="KEYS",
                         help="comma-separated scenario keys to run (produce-1, produce-100, produce-1000, pairs, "
-                        "notxn, txn, txn-producer, fetch, fetch-arrow); default all")
+                        "notxn, txn, txn-producer, fetch, fetch-arrow, rocketmq); default all")
+    parser.add_argument(
+        "--rocketmq-clients", type=int, default=4, metavar="N",
+        help="client processes for the RocketMQ-protocol rows and their REST twins (bench.rocketmq); 0 skips them",
+    )
     parser.add_argument("--no-checker", action="store_true", help="start the broker with HALFMQ_RUN_CHECKER=false")
     parser.add_argument(
         "--output", type=Path, default=None, help="write the results as JSON (e.g. bench/results/benchmarks.json)"
@@ -124,7 +128,10 @@ def main(argv: list[str] | None = None) -> int:
         scenarios.warm_up(ceiling)
         rows += scenarios.client_check(ceiling, args.duration)
         for db in dbs:
-            db_rows, meta = scenarios.run_database(db, ceiling, args.duration, args.profile, broker_settings, specs)
+            rocketmq_clients = args.rocketmq_clients if args.only is None or "rocketmq" in args.only.split(",") else 0
+            db_rows, meta = scenarios.run_database(
+                db, ceiling, args.duration, args.profile, broker_settings, specs, rocketmq_clients
+            )
             rows += db_rows
             results["databases"][db] = meta
     finally:

@@ -91,7 +91,7 @@ def select(keys: str | None) -> list[Spec]:
     """The scenarios named in ``keys`` (comma-separated), in table order; all of them for None."""
     if not keys:
         return list(SPECS)
-    wanted = {key.strip() for key in keys.split(",") if key.strip()}
+    wanted = {key.strip() for key in keys.split(",") if key.strip()} - {"rocketmq"}  # bench.rocketmq's rows
     unknown = wanted - {spec.key for spec in SPECS}
     if unknown:
         raise SystemExit(f"unknown scenario keys: {', '.join(sorted(unknown))}")
@@ -306,7 +306,9 @@ def run_database(
     profile_dir: Path | None,
     broker_settings: dict[str, Any],
     specs: list[Spec] = SPECS,
+    rocketmq_clients: int = 0,
 ) -> tuple[list[Row], dict[str, Any]]:
+    """``rocketmq_clients`` > 0: also the RocketMQ protocol rows beside their REST twins (bench.rocketmq)."""
     rows: list[Row] = []
     meta: dict[str, Any] = {"version": versions(kind)}
 
@@ -324,7 +326,8 @@ def run_database(
             log(f"  {raw.name}: {raw.rows_per_second:,.0f} rows/s ({raw.transactions_per_second:,.1f} txn/s)")
 
     with ScratchDatabase(kind, "broker") as url:
-        broker = procs.broker(url, **broker_settings).start()
+        grpc_port = procs.free_port()
+        broker = procs.broker(url, grpc_port=grpc_port, **broker_settings).start()
         meta["broker_log"] = str(broker.log_path)
         try:
             create_topic(broker.url)
@@ -351,6 +354,11 @@ def run_database(
                     f"({row.messages_per_s:,.0f} msg/s, p50 {row.p50_ms} ms, p99 {row.p99_ms} ms, RSS {row.rss_mb} MB, "
                     f"cpu {row.server_cpu}, errors {row.errors})"
                 )
+            if rocketmq_clients:
+                from bench import rocketmq
+
+                log(f"{kind}: RocketMQ client and REST, {rocketmq_clients} client processes each ({duration:.0f}s)")
+                rows += rocketmq.measure(kind, broker.url, f"127.0.0.1:{grpc_port}", duration, rocketmq_clients)
             meta["rss_end_mb"] = round(procs.rss_mb(broker.pid), 1)
         finally:
             broker.stop()

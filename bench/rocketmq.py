@@ -1,0 +1,237 @@
+"""RocketMQ 5 protocol figures beside their REST equivalents, on one broker process, in one run.
+
+Three operations, each measured twice with the same number of client processes, each
+process one synchronous client doing one operation after another for the same time:
+
+- ``send``: the official RocketMQ Python client's ``Producer.send`` of one 1 KiB message,
+  against ``POST /v1/topics/{t}/messages`` of one message (httpx, keep-alive);
+- ``txn``: ``begin_transaction`` + ``send`` + ``commit`` (a half message and its commit),
+  against ``POST /v1/half-messages`` + ``POST /v1/half-messages/{id}/commit``;
+- ``receive``: a SimpleConsumer's ``receive(32)`` and one ``ack`` per message (the client's
+  API acks one by one), against ``POST /v1/share-groups/{g}/receive`` of 32 carrying the
+  previous batch's ACCEPTs. The topic is filled beforehand; each side drains its own group.
+
+``python -m bench`` adds these rows for each database (its broker runs the gRPC listener);
+``python -m bench.rocketmq [--db sqlite|postgresql] [--duration 10] [--clients 4]`` runs
+only them.
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import multiprocessing
+import os
+import sys
+import tempfile
+import time
+from collections.abc import Callable
+from typing import Any
+
+from bench import payloads
+from bench.scenarios import Row, ScratchDatabase, http_json, log
+
+TOPIC = "rmq-bench"
+PARTITIONS = 4
+BODY = payloads.VALUE.encode()
+RECEIVE_BATCH = 32
+OPERATIONS = ("send", "txn", "receive")
+
+
+# -- one client process ------------------------------------------------------------------------
+
+
+def _rocketmq_client(endpoint: str, operation: str, group: str) -> Callable[[], int]:
+    # The client rewrites the logging configuration of the process that imports it and logs under ~/logs.
+    os.environ["HOME"] = tempfile.mkdtemp(prefix="rmq-bench-home-")
+    from rocketmq import (
+        ClientConfiguration,
+        Credentials,
+        FilterExpression,
+        Message,
+        Producer,
+        SimpleConsumer,
+        TransactionChecker,
+        TransactionResolution,
+    )
+
+    class Commit(TransactionChecker):  # type: ignore[misc]
+        def check(self, message: Any) -> Any:
+            return TransactionResolution.COMMIT
+
+    config = ClientConfiguration(endpoint, Credentials())
+    if operation == "receive":
+        consumer = SimpleConsumer(config, group, {TOPIC: FilterExpression("*")}, await_duration=1)
+        consumer.startup()
+
+        def receive() -> int:
+            received = consumer.receive(RECEIVE_BATCH, 30)
+            for message in received:
+                consumer.ack(message)
+            return len(received)
+
+        return receive
+    producer = Producer(config, (TOPIC,), Commit() if operation == "txn" else None)
+    producer.startup()
+
+    def message() -> Any:
+        built = Message()
+        built.topic, built.body = TOPIC, BODY
+        return built
+
+    if operation == "send":
+        return lambda: (producer.send(message()), 1)[1]
+
+    def transaction() -> int:
+        txn = producer.begin_transaction()
+        producer.send(message(), txn)
+        txn.commit()
+        return 1
+
+    return transaction
+
+
+def _rest_client(url: str, operation: str, group: str) -> Callable[[], int]:
+    import httpx
+
+    client = httpx.Client(base_url=url, timeout=30)
+    one = {"messages": [{"value": payloads.VALUE}]}
+    if operation == "send":
+        return lambda: (client.post(f"/v1/topics/{TOPIC}/messages", json=one).raise_for_status(), 1)[1]
+    if operation == "txn":
+
+        def transaction() -> int:
+            half = {"topic": TOPIC, "producer_group": payloads.PRODUCER_GROUP, "value": payloads.VALUE}
+            prepared = client.post("/v1/half-messages", json=half).raise_for_status().json()
+            client.post(f"/v1/half-messages/{prepared['message_id']}/commit").raise_for_status()
+            return 1
+
+        return transaction
+    pending: list[dict[str, str]] = []
+
+    def receive() -> int:
+        body = {"topic": TOPIC, "max_messages": RECEIVE_BATCH, "lock_ms": 30_000, "acks": list(pending)}
+        answer = client.post(f"/v1/share-groups/{group}/receive", json=body).raise_for_status().json()
+        pending[:] = [{"receipt": m["receipt"], "type": "ACCEPT"} for m in answer["messages"]]
+        return len(answer["messages"])
+
+    return receive
+
+
+def _client_process(
+    protocol: str, address: str, operation: str, group: str, start_at: float, seconds: float, answers: Any
+) -> None:
+    try:
+        step = (_rocketmq_client if protocol == "rocketmq" else _rest_client)(address, operation, group)
+        while time.time() < start_at:
+            time.sleep(0.005)
+        done, latencies, deadline = 0, [], start_at + seconds
+        while time.time() < deadline:
+            began = time.perf_counter()
+            count = step()
+            if count == 0 and operation == "receive":
+                break  # drained
+            latencies.append(time.perf_counter() - began)
+            done += count
+        answers.put({"messages": done, "seconds": min(time.time(), deadline) - start_at, "latencies": latencies})
+    except Exception as error:  # noqa: BLE001 - reported in the row
+        answers.put({"error": f"{type(error).__name__}: {error}"})
+    finally:
+        answers.close()
+        answers.join_thread()  # the answer is out before the process ends
+        sys.stdout.flush()
+        os._exit(0)  # the RocketMQ client's threads would keep the process
+
+
+def run_clients(protocol: str, address: str, operation: str, clients: int, seconds: float, group: str) -> dict[str, Any]:
+    context = multiprocessing.get_context("spawn")
+    answers = context.Queue()
+    start_at = time.time() + 8.0  # every client started (the RocketMQ client takes a few seconds) before the clock
+    processes = [
+        context.Process(target=_client_process, args=(protocol, address, operation, group, start_at, seconds, answers))
+        for _ in range(clients)
+    ]
+    for process in processes:
+        process.start()
+    results = [answers.get(timeout=start_at - time.time() + seconds + 60) for _ in processes]
+    for process in processes:
+        process.join(10)
+    errors = [r["error"] for r in results if "error" in r]
+    finished = [r for r in results if "error" not in r]
+    messages = sum(r["messages"] for r in finished)
+    elapsed = max((r["seconds"] for r in finished), default=seconds)
+    latencies = sorted(latency for r in finished for latency in r["latencies"])
+
+    def percentile(q: float) -> float | None:
+        return round(latencies[min(len(latencies) - 1, int(q * len(latencies)))] * 1000, 2) if latencies else None
+
+    return {
+        "rate": messages / elapsed if elapsed > 0 else 0.0,
+        "messages": messages,
+        "p50_ms": percentile(0.5),
+        "p99_ms": percentile(0.99),
+        "errors": errors,
+    }
+
+
+# -- rows beside a running broker ----------------------------------------------------------------
+
+
+def measure(db: str, broker_url: str, grpc_endpoint: str, seconds: float, clients: int) -> list[Row]:
+    """The three operations over RocketMQ and over REST, against one running broker."""
+    http_json("POST", f"{broker_url}/v1/topics", {"name": TOPIC, "partitions": PARTITIONS})
+    rows: list[Row] = []
+    for operation in OPERATIONS:
+        if operation == "receive":
+            _fill(broker_url, 40_000)
+        for protocol, address in (("rocketmq", grpc_endpoint), ("rest", broker_url)):
+            result = run_clients(protocol, address, operation, clients, seconds, group=f"bench-{protocol}")
+            label = f"{'RocketMQ client' if protocol == 'rocketmq' else 'REST'} {operation} (x{clients})"
+            unit = "msgs/s" if operation != "txn" else "txn/s"
+            rows.append(
+                Row(
+                    "halfmq", db, f"{protocol}-{operation}", label, unit, round(result["rate"], 1),
+                    messages_per_s=round(result["rate"], 1), p50_ms=result["p50_ms"], p99_ms=result["p99_ms"],
+                    concurrency=clients,
+                    loadgen="rocketmq-python-client 5.1.2, one process each" if protocol == "rocketmq"
+                    else "httpx, one process each",
+                    errors=len(result["errors"]), extra={"errors": result["errors"][:3]} if result["errors"] else {},
+                )
+            )
+            log(f"  {label}: {result['rate']:,.0f} {unit} (p50 {result['p50_ms']} ms, p99 {result['p99_ms']} ms)")
+    return rows
+
+
+def _fill(url: str, count: int) -> None:
+    batch = {"messages": [{"value": payloads.VALUE} for _ in range(1000)]}
+    for _ in range(count // 1000):
+        http_json("POST", f"{url}/v1/topics/{TOPIC}/messages", batch)
+
+
+def main(argv: list[str] | None = None) -> int:
+    from bench import procs
+
+    parser = argparse.ArgumentParser(prog="python -m bench.rocketmq", description=__doc__.splitlines()[0])
+    parser.add_argument("--db", choices=["sqlite", "postgresql"], default="sqlite")
+    parser.add_argument("--duration", type=float, default=10.0)
+    parser.add_argument("--clients", type=int, default=4)
+    parser.add_argument("--output", default=None, help="write the rows as JSON")
+    args = parser.parse_args(argv)
+    with ScratchDatabase(args.db, "rocketmq") as url:
+        grpc_port = procs.free_port()
+        broker = procs.broker(url, grpc_port=grpc_port).start()
+        try:
+            rows = measure(args.db, broker.url, f"127.0.0.1:{grpc_port}", args.duration, args.clients)
+        finally:
+            broker.stop()
+    table = [{k: v for k, v in vars(r).items() if v not in (None, {}, "")} for r in rows]
+    for row in table:
+        print(json.dumps(row))
+    if args.output:
+        with open(args.output, "w") as out:
+            json.dump(table, out, indent=2)
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())
