@@ -12,7 +12,7 @@ from typing import Any
 from app.handle import BrokerHandle
 from app.rocketmq.context import CallContext
 from app.rocketmq.protocol import new
-from app.rocketmq.receive import _group_of
+from app.rocketmq.receive import group_of
 from app.rocketmq.route import message_queues
 from app.rocketmq.status import status
 from half_store.domain.access import Operation, ResourceType
@@ -24,7 +24,7 @@ class Assignments:
         self.addresses = addresses
 
     async def query_assignment(self, request: Any, ctx: CallContext) -> Any:
-        group = _group_of(request)
+        group = group_of(request)
         topic = request.topic.name
         ctx.require(ResourceType.TOPIC, Operation.READ, topic)
         ctx.require(ResourceType.GROUP, Operation.READ, group)

@@ -32,7 +32,7 @@ DEFAULT_BATCH = 32
 _GROUP_CHARS = frozenset("ABCDEFGHIJKLMNOPQRSTUVWXYZabcdefghijklmnopqrstuvwxyz0123456789._-")
 
 
-def _group_of(request: Any) -> str:
+def group_of(request: Any) -> str:
     group: str = request.group.name
     if not group or len(group) > 245 or not set(group) <= _GROUP_CHARS:
         raise RocketMQError("ILLEGAL_CONSUMER_GROUP", f"a consumer group name matches {SHARE_GROUP_PATTERN}")
@@ -58,7 +58,7 @@ class Receiving:
         return lock_ms
 
     async def receive_message(self, request: Any, ctx: CallContext) -> AsyncIterator[Any]:
-        group = _group_of(request)
+        group = group_of(request)
         topic = request.message_queue.topic.name
         self._authorize(ctx, group, topic)
         expression = None
@@ -94,7 +94,7 @@ class Receiving:
             )
 
     async def ack_message(self, request: Any, ctx: CallContext) -> Any:
-        group = _group_of(request)
+        group = group_of(request)
         self._authorize(ctx, group, request.topic.name)
         if not request.entries:
             raise RocketMQError("BAD_REQUEST", "AckMessage carries no entry")
@@ -110,7 +110,7 @@ class Receiving:
         return new("AckMessageResponse", status=overall, entries=entries)
 
     async def change_invisible_duration(self, request: Any, ctx: CallContext) -> Any:
-        group = _group_of(request)
+        group = group_of(request)
         self._authorize(ctx, group, request.topic.name)
         lock_ms = self._lock_ms(request.invisible_duration)
         [result] = await self.broker.shares.extend(group, [request.receipt_handle], lock_ms)
@@ -119,7 +119,7 @@ class Receiving:
         )
 
     async def forward_message_to_dead_letter_queue(self, request: Any, ctx: CallContext) -> Any:
-        group = _group_of(request)
+        group = group_of(request)
         self._authorize(ctx, group, request.topic.name)
         [result] = await self.broker.shares.acknowledge(group, [Acknowledgement(request.receipt_handle, AckType.REJECT)])
         return new("ForwardMessageToDeadLetterQueueResponse", status=_receipt_status(result))

@@ -36,6 +36,7 @@ from app.rocketmq.sessions import Sessions
 from app.rocketmq.signature import Signatures
 from app.rocketmq.status import RocketMQError, status, status_of
 from app.rocketmq.telemetry import Telemetry
+from app.rocketmq.transactions import Transactions
 from half_store.domain.errors import BrokerError
 from half_store.domain.message_limits import MessageLimits
 from half_store.domain.rocketmq_records import ListenerRecord
@@ -64,8 +65,6 @@ class RocketMQListener:
         routes = Routes(broker, self.sessions, self.addresses)
         sending = Sending(broker, MessageLimits(settings.max_message_bytes, settings.max_header_count, settings.max_header_bytes))
         receiving = Receiving(broker, settings)
-        from app.rocketmq.transactions import Transactions
-
         transactions = Transactions(broker, self.checks)
         self._unary: dict[str, Unary] = {
             "QueryRoute": routes.query_route,
