@@ -48,6 +48,8 @@ class TransactionChecks:
                 await self.round()
             except BrokerError as error:  # the database is away: try again next round
                 log.warning("could not poll back-checks for RocketMQ producers: %s", error)
+            except Exception:  # a bug must not end the checks of every later round
+                log.exception("RocketMQ back-check round failed")
 
     async def round(self) -> int:
         """One poll per published topic; the number of checks sent."""
