@@ -154,6 +154,14 @@ def message_id_of(message: StoredMessage, headers: dict[str, str]) -> str:
     return "01" + hashlib.sha1(where).hexdigest()[:32].upper()
 
 
+def _keys(headers: dict[str, str], key: str | None, group: str | None) -> list[str]:
+    """A message's RocketMQ keys: its own, or a REST or Kafka message's key (a FIFO message's key is its
+    message group, not one of its keys)."""
+    if headers.get(KEYS_HEADER):
+        return headers[KEYS_HEADER].split(" ")
+    return [key] if key and not group else []
+
+
 def outbound(
     message: StoredMessage,
     namespace: str,
@@ -167,7 +175,7 @@ def outbound(
     headers: dict[str, str] = orjson.loads(message.headers) if message.headers else {}
     body = value_as_bytes(message.value, message.value_kind)
     group = headers.get(MESSAGE_GROUP_HEADER)
-    keys = headers[KEYS_HEADER].split(" ") if headers.get(KEYS_HEADER) else ([message.key] if message.key else [])
+    keys = _keys(headers, message.key, group)
     system = new(
         "SystemProperties",
         keys=keys,

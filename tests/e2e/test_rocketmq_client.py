@@ -178,6 +178,7 @@ def test_fifo_messages_of_a_group_come_one_at_a_time_in_order(
     for _ in range(4):
         batch = rocketmq.call("receive", group=consumer_group, topic=topic, max=16, count=2, timeout_s=5)["messages"]
         assert sorted(m["message_group"] for m in batch) == ["A", "B"]  # one of each group in flight
+        assert all(m["keys"] == [] for m in batch)  # the group is not one of its keys
         seen += [m["body"] for m in batch]
     for group in ("A", "B"):
         assert [b for b in seen if b.startswith(group)] == [f"{group}{n}" for n in range(4)]
