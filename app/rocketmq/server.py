@@ -92,7 +92,16 @@ class RocketMQListener:
     async def start(self) -> None:
         limit = self.settings.max_message_bytes + _MAX_MESSAGE_OVERHEAD
         server = grpc.aio.server(
-            options=[("grpc.max_receive_message_length", limit), ("grpc.max_send_message_length", -1)]
+            options=[
+                ("grpc.max_receive_message_length", limit),
+                ("grpc.max_send_message_length", -1),
+                # A client gone without closing (a host lost, a network cut) ends its Telemetry
+                # stream within about 40 s, so back-checks stop going to a session nobody reads.
+                ("grpc.keepalive_time_ms", 30_000),
+                ("grpc.keepalive_timeout_ms", 10_000),
+                ("grpc.keepalive_permit_without_calls", 1),
+                ("grpc.http2.min_recv_ping_interval_without_data_ms", 10_000),
+            ]
         )
         server.add_generic_rpc_handlers((grpc.method_handlers_generic_handler(SERVICE_NAME, self._handlers()),))
         self.port = server.add_insecure_port(f"{self.settings.host}:{self.settings.grpc_port}")
