@@ -10,6 +10,6 @@ COPY spark_ingest ./spark_ingest
 COPY migrations ./migrations
 COPY bench ./bench
 RUN pip install --no-cache-dir .
-EXPOSE 8080
+EXPOSE 8080 8081
 HEALTHCHECK --interval=10s --timeout=3s CMD python -c "import urllib.request; urllib.request.urlopen('http://127.0.0.1:8080/readyz')"
 CMD ["halfmq", "serve"]
