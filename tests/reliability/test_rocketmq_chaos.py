@@ -73,7 +73,8 @@ def _run(broker: BrokerProcess, home: Path, kills: int, transactions: int) -> No
         producer = RocketMQClient(endpoint, [TOPIC], home / "producer-again")
         _wait_until_no_half_is_prepared(broker)
         phases["resolved"] = round(time.monotonic() - started, 1)
-        last = consumer.call("drain", group="chaos", topic=TOPIC, min_s=1, idle_s=2, deadline_s=30)
+        # Longer than a lock (5 s): a delivery whose answer a kill cut off comes back once its lock runs out.
+        last = consumer.call("drain", group="chaos", topic=TOPIC, min_s=7, idle_s=3, deadline_s=60)
         phases["drained"] = round(time.monotonic() - started, 1)
         print(f"RocketMQ chaos: {kills} kills, {transactions} transactions, seconds {phases}")
     finally:

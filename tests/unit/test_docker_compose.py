@@ -27,7 +27,8 @@ def test_services_and_wiring() -> None:
     env = postgres["environment"]
     assert (url.drivername, url.host, url.port) == ("postgresql+psycopg", "postgres", 5432)
     assert (url.username, url.password, url.database) == (env["POSTGRES_USER"], env["POSTGRES_PASSWORD"], env["POSTGRES_DB"])
-    assert broker["ports"] == [f"{broker['environment']['HALFMQ_PORT']}:8080"]
+    assert broker["ports"][0] == f"{broker['environment']['HALFMQ_PORT']}:8080"
+    assert "8081:8081" in broker["ports"]  # RocketMQ clients: the default HALFMQ_GRPC_PORT
     assert broker["build"] == "."
 
 
