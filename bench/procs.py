@@ -150,6 +150,7 @@ def broker(database_url: str, **settings: object) -> Server:
     port = free_port()
     env = _base_env()
     env.update(HALFMQ_DATABASE_URL=database_url, HALFMQ_HOST="127.0.0.1", HALFMQ_PORT=str(port), HALFMQ_LOG_LEVEL="warning")
+    env["HALFMQ_GRPC_PORT"] = "0"  # no RocketMQ listener on the fixed port unless a scenario names one (grpc_port=)
     for name, value in settings.items():
         env[f"HALFMQ_{name.upper()}"] = str(value)
     return Server([sys.executable, "-m", "app"], env, port, "broker")

@@ -571,6 +571,19 @@ def describe_share_group(group: str) -> Call[ShareGroupInfo]:
     return Call("GET", f"/v1/share-groups/{_seg(group)}", parse=ShareGroupInfo.from_json)
 
 
+def list_delayed_messages(topic: str | None = None, limit: int | None = None) -> Call[list[dict[str, Any]]]:
+    """``GET /v1/delayed-messages?topic=&limit=``: the delay messages still waiting, soonest first."""
+    return Call(
+        "GET", "/v1/delayed-messages", params=_present(topic=topic or None, limit=limit),
+        parse=lambda body: list(body.get("delayed_messages") or []),
+    )
+
+
+def rocketmq_sessions() -> Call[dict[str, Any]]:
+    """``GET /v1/rocketmq/sessions``: every broker process's RocketMQ listener and its client sessions."""
+    return Call("GET", "/v1/rocketmq/sessions", parse=dict)
+
+
 def add_acks_to_transaction(txn_id: str, group: str, receipts: Sequence[str]) -> Call[list[AckResult]]:
     """``POST /v1/transactions/{txn_id}/acks``: accepted with the transaction, released if it aborts."""
     return Call(

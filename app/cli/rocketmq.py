@@ -9,6 +9,7 @@ from rich.table import Table
 
 from app.cli.formatting import ago, clock
 from app.cli.remote import DEFAULT_URL, JsonOption, TokenOption, UrlOption, remote
+from sdk import calls
 
 rocketmq_cli = typer.Typer(help="RocketMQ 5 clients connected over the gRPC protocol.", no_args_is_help=True)
 delayed_cli = typer.Typer(help="Delay messages waiting for their time.", no_args_is_help=True)
@@ -18,7 +19,7 @@ delayed_cli = typer.Typer(help="Delay messages waiting for their time.", no_args
 def sessions(url: UrlOption = DEFAULT_URL, token: TokenOption = None, as_json: JsonOption = False) -> None:
     """The RocketMQ clients of every broker process: producers and the topics they publish, consumers and their groups."""
     with remote(url, token, as_json) as broker:
-        broker.show(broker.request("GET", "/v1/rocketmq/sessions"), render_sessions)
+        broker.show(broker.send(calls.rocketmq_sessions().returning_json()), render_sessions)
 
 
 def render_sessions(answer: dict[str, Any]) -> Table:
@@ -49,11 +50,8 @@ def delayed_list(
     as_json: JsonOption = False,
 ) -> None:
     """Delay messages still waiting, soonest first."""
-    params: dict[str, Any] = {"limit": limit}
-    if topic:
-        params["topic"] = topic
     with remote(url, token, as_json) as broker:
-        broker.show(broker.request("GET", "/v1/delayed-messages", params=params), render_delayed)
+        broker.show(broker.send(calls.list_delayed_messages(topic, limit).returning_json()), render_delayed)
 
 
 def render_delayed(answer: dict[str, Any]) -> Table:
