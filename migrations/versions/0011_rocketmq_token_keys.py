@@ -1,7 +1,7 @@
 """RocketMQ secret keys of tokens (HMAC-SHA256 of the token, derived when it is created)
 
-Revision ID: 0010_rocketmq_token_keys
-Revises: 0009_aborted_transaction_index
+Revision ID: 0011_rocketmq_token_keys
+Revises: 0010_producer_principal
 Create Date: 2026-11-27
 """
 
@@ -10,7 +10,7 @@ from __future__ import annotations
 import sqlalchemy as sa
 from alembic import op
 
-revision = "0010_rocketmq_token_keys"
+revision = "0011_rocketmq_token_keys"
 down_revision = "0010_producer_principal"
 branch_labels = None
 depends_on = None

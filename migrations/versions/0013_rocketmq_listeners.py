@@ -1,7 +1,7 @@
 """the RocketMQ listeners of the broker processes, with their client sessions
 
-Revision ID: 0012_rocketmq_listeners
-Revises: 0011_scheduled_messages
+Revision ID: 0013_rocketmq_listeners
+Revises: 0012_scheduled_messages
 Create Date: 2026-11-27
 """
 
@@ -10,8 +10,8 @@ from __future__ import annotations
 import sqlalchemy as sa
 from alembic import op
 
-revision = "0012_rocketmq_listeners"
-down_revision = "0011_scheduled_messages"
+revision = "0013_rocketmq_listeners"
+down_revision = "0012_scheduled_messages"
 branch_labels = None
 depends_on = None
 

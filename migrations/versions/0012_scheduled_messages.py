@@ -1,7 +1,7 @@
 """delay messages: the index over RMQ_SYS_SCHEDULE_TOPIC
 
-Revision ID: 0011_scheduled_messages
-Revises: 0010_rocketmq_token_keys
+Revision ID: 0012_scheduled_messages
+Revises: 0011_rocketmq_token_keys
 Create Date: 2026-11-27
 """
 
@@ -10,8 +10,8 @@ from __future__ import annotations
 import sqlalchemy as sa
 from alembic import op
 
-revision = "0011_scheduled_messages"
-down_revision = "0010_rocketmq_token_keys"
+revision = "0012_scheduled_messages"
+down_revision = "0011_rocketmq_token_keys"
 branch_labels = None
 depends_on = None
 
