@@ -12,6 +12,7 @@ import fastapi.routing
 from fastapi import Depends, FastAPI
 from fastapi.routing import APIRoute
 
+from app import __version__
 from app.api import (
     access_routes,
     admin_routes,
@@ -86,7 +87,7 @@ def create_app(settings: Settings | None = None) -> FastAPI:
 
     app = FastAPI(
         title="halfmq",
-        version="1.0.0",
+        version=__version__,
         summary="Transactional message broker: RocketMQ-style half messages and Kafka/Pulsar-style transactions.",
         lifespan=lifespan,
         # Every route, of every router included now or later, goes through the one authorizing dependency.

@@ -10,9 +10,25 @@ from __future__ import annotations
 
 import typer
 
+from app import __version__
 from app.cli import access, consume, groups, half, produce, replicate, rocketmq, server, share, topics, txn
 
 cli = typer.Typer(help="halfmq: a transactional message broker.", no_args_is_help=True)
+
+
+def _show_version(asked: bool) -> None:
+    if asked:
+        typer.echo(f"halfmq {__version__}")
+        raise typer.Exit()
+
+
+@cli.callback()
+def _options(
+    version: bool = typer.Option(False, "--version", help="Print the version and exit.", callback=_show_version, is_eager=True),
+) -> None:
+    """halfmq: a transactional message broker."""
+
+
 cli.command()(server.serve)
 cli.add_typer(server.db_cli, name="db")
 cli.add_typer(access.principals_cli, name="principals")

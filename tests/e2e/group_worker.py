@@ -22,6 +22,7 @@ import time
 from typing import Any
 
 from sdk import Consumer, Message, TransactionalProducer
+from sdk.errors import ProducerFencedError
 
 
 def main() -> None:
@@ -56,15 +57,26 @@ def main() -> None:
     )
     try:
         if args.delivery == "exactly_once":
-            producer = TransactionalProducer(args.url, f"{args.group}-{os.getpid()}", transaction_timeout_ms=2000)
-            producer.init_transactions()
+
+            def new_producer() -> TransactionalProducer:
+                producer = TransactionalProducer(args.url, f"{args.group}-{os.getpid()}", transaction_timeout_ms=2000)
+                producer.init_transactions()
+                return producer
 
             def transform(message: Message) -> Message:
                 time.sleep(args.delay / args.max_messages)  # the batch takes --delay: a kill lands mid-transaction
                 return Message(args.output_topic, {"id": message.value["id"]})
 
+            producer = new_producer()
             while not stopping:
-                consumer.process_exactly_once(producer, transform, timeout=0.2)
+                try:
+                    consumer.process_exactly_once(producer, transform, timeout=0.2)
+                except ProducerFencedError:
+                    # A batch that outlived the short transaction timeout (a loaded machine, or the
+                    # zombie) was aborted and the producer fenced; the batch was rewound. As a Kafka
+                    # application does: a new producer for the same transactional id, and go on.
+                    producer.close()
+                    producer = new_producer()
             producer.close()
         else:
             while not stopping:

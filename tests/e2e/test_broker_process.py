@@ -21,7 +21,7 @@ from tests.support.databases import SqliteDatabases
 pytestmark = pytest.mark.e2e
 
 
-def wait_for(condition: Any, timeout: float = 20.0, every: float = 0.1) -> Any:
+def wait_for(condition: Any, timeout: float = 60.0, every: float = 0.1) -> Any:
     deadline = time.monotonic() + timeout
     while time.monotonic() < deadline:
         value = condition()
@@ -197,7 +197,7 @@ def test_a_killed_checkers_lease_is_taken_over(postgres_url: str) -> None:
         first = wait_for(lambda: leaders() if len(leaders()) == 1 else None)[0]
         brokers[first].kill()
         survivor = 1 - first
-        wait_for(lambda: leaders() == [survivor], timeout=15)
+        wait_for(lambda: leaders() == [survivor], timeout=45)
     finally:
         for broker in brokers:
             broker.stop()
@@ -213,4 +213,4 @@ def test_a_long_poll_ends_when_its_client_goes_away(sqlite_databases: SqliteData
             metrics = httpx.get(f"{broker.url}/metrics").text
             return "halfmq_long_poll_waiters 0.0" in metrics
 
-        wait_for(waiting, timeout=5)
+        wait_for(waiting, timeout=15)

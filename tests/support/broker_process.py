@@ -88,7 +88,7 @@ class BrokerProcess:
         env["PYTHONPATH"] = str(REPO_ROOT) + os.pathsep + env.get("PYTHONPATH", "")
         return env
 
-    def start(self, timeout: float = 30.0) -> BrokerProcess:
+    def start(self, timeout: float = 60.0) -> BrokerProcess:
         with open(self.log_path, "ab") as log:
             self._process = subprocess.Popen(
                 [sys.executable, "-m", "app"],
@@ -151,7 +151,7 @@ class BrokerProcess:
                 self._process.kill()
                 self._process.wait(10)
 
-    def restart(self, timeout: float = 30.0) -> BrokerProcess:
+    def restart(self, timeout: float = 60.0) -> BrokerProcess:
         self.kill()
         return self.start(timeout)
 
