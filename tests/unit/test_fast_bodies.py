@@ -41,6 +41,7 @@ def test_a_value_orjson_would_write_the_same_is_stored_as_sent(value: object) ->
         b'{"messages": [{"value": 1, "surprise": 1}]}',
         b'\xef\xbb\xbf{"messages": [{"value": 1}]}',  # a BOM
         b'{"messages": [{"value": 1}',
+        b'{"messages": [{"value": ' + b"[" * 3000 + b"]" * 3000 + b"}]}",  # msgspec raises RecursionError
     ],
 )
 def test_anything_else_is_left_to_the_general_path(body: bytes) -> None:
