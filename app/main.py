@@ -6,7 +6,7 @@ import ipaddress
 import logging
 from collections.abc import AsyncIterator, Callable
 from contextlib import asynccontextmanager
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 import fastapi.routing
 from fastapi import Depends, FastAPI
@@ -41,21 +41,29 @@ from app.rocketmq.server import rocketmq_listener
 from half_store.domain.message_limits import MessageLimits
 from half_store.settings import Settings
 
+if TYPE_CHECKING:
+    from app.core.link import SharedCore
+
 log = logging.getLogger(__name__)
 
 
 @asynccontextmanager
-async def _serving_broker(app: FastAPI, settings: Settings) -> AsyncIterator[None]:
-    """The broker behind the routes: in a core process of its own, or in this one."""
-    if settings.core_process:
-        from app.core.link import CoreLink, RemoteBroker
+async def _serving_broker(app: FastAPI, settings: Settings, shared: SharedCore | None) -> AsyncIterator[None]:
+    """The broker behind the routes: in a core process of its own, one shared with other fronts, or in this one."""
+    if settings.core_process or shared is not None:
+        from app.core.link import CoreLink, FrontMetrics, RemoteBroker
 
-        link = await CoreLink.start(settings)
+        link = await (CoreLink.start(settings) if shared is None else CoreLink.connect(shared.socket))
         app.state.broker = RemoteBroker(settings, link)
+        metrics = None if shared is None else FrontMetrics(link, shared.index).start()
+        if metrics is not None:
+            app.state.front_metrics = metrics.collect
         try:
             async with access_control(app, settings), kafka_front(app, settings), rocketmq_front(app, settings):
                 yield
         finally:
+            if metrics is not None:
+                metrics.stop()
             await link.close()
     else:
         from app.broker import running_broker
@@ -66,8 +74,11 @@ async def _serving_broker(app: FastAPI, settings: Settings) -> AsyncIterator[Non
                 yield
 
 
-def create_app(settings: Settings | None = None) -> FastAPI:
-    """The broker's HTTP app: its services in a core process of their own, or in this one."""
+def create_app(settings: Settings | None = None, shared: SharedCore | None = None) -> FastAPI:
+    """The broker's HTTP app: its services in a core process of their own, or in this one.
+
+    ``shared``: one of several fronts (:mod:`app.fronts`), calling the core they share.
+    """
     settings = settings or Settings()
     problem = settings.startup_problem()
     if problem is not None:
@@ -79,7 +90,7 @@ def create_app(settings: Settings | None = None) -> FastAPI:
         warn_if_open(settings)
         trimmer = MemoryTrimmer(settings.memory_trim_seconds, FRONT_MEMORY_RELEASED).start()
         try:
-            async with _serving_broker(app, settings):
+            async with _serving_broker(app, settings, shared):
                 tune_garbage_collector()
                 yield
         finally:

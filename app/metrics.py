@@ -7,6 +7,7 @@ and messages in and out; :mod:`half_store.metrics` counts what happens behind it
 from __future__ import annotations
 
 import gc
+from collections.abc import Mapping
 
 from prometheus_client import (
     CollectorRegistry,
@@ -18,6 +19,8 @@ from prometheus_client import (
     ProcessCollector,
     generate_latest,
 )
+from prometheus_client.metrics_core import Metric
+from prometheus_client.parser import text_string_to_metric_families
 
 FRONT_REGISTRY = CollectorRegistry(auto_describe=True)
 ProcessCollector(registry=FRONT_REGISTRY)
@@ -91,6 +94,32 @@ Gauge(
 
 def front_metrics() -> bytes:
     return generate_latest(FRONT_REGISTRY)
+
+
+class _Families:
+    def __init__(self, families: list[Metric]) -> None:
+        self._families = families
+
+    def collect(self) -> list[Metric]:
+        return self._families
+
+
+def labelled_fronts(snapshots: Mapping[int, bytes]) -> bytes:
+    """Several front processes' metrics as one exposition, each series labelled ``front="<index>"``.
+
+    Each front counts its own requests; a scrape reaches one of them, so it answers for all
+    (a metric name may appear once in an exposition: the fronts' series are merged by name).
+    """
+    families: dict[str, Metric] = {}
+    for index, text in sorted(snapshots.items()):
+        for family in text_string_to_metric_families(text.decode()):
+            merged = families.setdefault(family.name, Metric(family.name, family.documentation, family.type, family.unit))
+            for sample in family.samples:
+                labels = {**sample.labels, "front": str(index)}
+                merged.add_sample(sample.name, labels, sample.value, sample.timestamp, sample.exemplar)
+    registry = CollectorRegistry(auto_describe=False)
+    registry.register(_Families(list(families.values())))
+    return generate_latest(registry)
 
 # The RocketMQ 5 gRPC listener (app/rocketmq).
 ROCKETMQ_SESSIONS = Gauge(

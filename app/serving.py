@@ -1,4 +1,4 @@
-"""Running the broker: one HTTP front, which starts its core process.
+"""Running the broker: one HTTP front, which starts its core process, or several sharing one.
 
 ``halfmq serve`` and a bare ``python -m app`` both come here. The bare form does not
 import the CLI (typer, rich, the operator verbs' HTTP client): the front is 8 MB
@@ -31,13 +31,18 @@ def uvicorn_options(settings: Settings) -> dict[str, Any]:
     }
 
 
-def serve(settings: Settings) -> None:
-    """Serve until stopped (SIGTERM, SIGINT)."""
+def serve(settings: Settings) -> int:
+    """Serve until stopped (SIGTERM, SIGINT); the exit code."""
+    if settings.workers > 1 and settings.core_process:
+        from app.fronts import serve_fronts
+
+        return serve_fronts(settings, uvicorn_options(settings))
     import uvicorn
 
     from app.main import create_app
 
     uvicorn.run(create_app(settings), **uvicorn_options(settings))
+    return 0
 
 
 def serve_from_environment() -> int:
@@ -47,5 +52,4 @@ def serve_from_environment() -> int:
     if problem is not None:
         print(f"error: {problem}", file=sys.stderr)
         return 2
-    serve(settings)
-    return 0
+    return serve(settings)

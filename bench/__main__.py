@@ -1,7 +1,8 @@
 """``python -m bench``: start everything it measures and print one table of figures and ratios.
 
 Ceilings (raw inserts/reads of the same rows in the same database, the broker's fastest insert;
-a storage-free FastAPI app with the same routes served the same way), peers on this
+a storage-free FastAPI app with the same routes served the same way; a bare ASGI app with
+the same hot endpoints, one uvicorn worker per core), peers on this
 machine (RabbitMQ via pika with publisher confirms and with AMQP transactions per
 message; NATS JetStream awaiting each ack), and halfmq itself on SQLite and
 PostgreSQL, all under the same load generators in the same run.
@@ -70,10 +71,14 @@ def main(argv: list[str] | None = None) -> int:
     )
     parser.add_argument("--only", default=None, metavar="KEYS",
                         help="comma-separated scenario keys to run (produce-1, produce-100, produce-1000, pairs, "
-                        "notxn, txn, txn-producer, fetch, fetch-arrow, rocketmq); default all")
+                        "notxn, txn, txn-producer, notxn-big, txn-big, fetch, fetch-arrow, rocketmq); default all")
     parser.add_argument(
         "--rocketmq-clients", type=int, default=4, metavar="N",
         help="client processes for the RocketMQ-protocol rows and their REST twins (bench.rocketmq); 0 skips them",
+    )
+    parser.add_argument("--no-bare", action="store_true", help="do not measure the bare ASGI ceiling (bench.bare_app)")
+    parser.add_argument(
+        "--workers", type=int, default=None, metavar="N", help="start the broker with HALFMQ_WORKERS=N (default: its own)"
     )
     parser.add_argument("--no-checker", action="store_true", help="start the broker with HALFMQ_RUN_CHECKER=false")
     parser.add_argument(
@@ -100,6 +105,8 @@ def main(argv: list[str] | None = None) -> int:
     started = time.time()
     dbs = ["sqlite", "postgresql"] if args.db == "both" else [args.db]
     broker_settings: dict[str, Any] = {"run_checker": "false"} if args.no_checker else {}
+    if args.workers is not None:
+        broker_settings["workers"] = args.workers
     if args.soak_only:
         if args.soak <= 0 or args.output is None:
             parser.error("--soak-only needs --soak SECONDS and --output FILE")
@@ -124,18 +131,22 @@ def main(argv: list[str] | None = None) -> int:
     }
     rows: list[scenarios.Row] = []
     ceiling = procs.ceiling_app().start()
+    bare = None
     try:
+        bare = None if args.no_bare else procs.bare_app().start()
         scenarios.warm_up(ceiling)
         rows += scenarios.client_check(ceiling, args.duration)
         for db in dbs:
             rocketmq_clients = args.rocketmq_clients if args.only is None or "rocketmq" in args.only.split(",") else 0
             db_rows, meta = scenarios.run_database(
-                db, ceiling, args.duration, args.profile, broker_settings, specs, rocketmq_clients
+                db, ceiling, bare, args.duration, args.profile, broker_settings, specs, rocketmq_clients
             )
             rows += db_rows
             results["databases"][db] = meta
     finally:
         ceiling.stop()
+        if bare is not None:
+            bare.stop()
 
     if not args.skip_peers:
         scenarios.log(

@@ -86,23 +86,38 @@ async def chain_txn(conn: Connection, bodies: dict[str, bytes]) -> int:
     return payloads.PARTITIONS + 2
 
 
-async def chain_txn_producer(conn: Connection, bodies: dict[str, bytes]) -> int:
-    """Mode 2, Kafka style: 4 x 25 messages with the producer's id, epoch and sequences, the
-    first beginning the transaction (KIP-890: no begin request), then commit."""
+async def chain_txn_producer(conn: Connection, bodies: dict[str, bytes], writes: int = 4, size: int = 25) -> int:
+    """Mode 2, Kafka style: ``writes`` x ``size`` messages over the 4 partitions in turn, with the
+    producer's id, epoch and sequences, the first beginning the transaction (KIP-890: no begin
+    request), then commit."""
     if conn.producer is None:
         body = orjson.dumps({"transactional_id": f"bench-{os.getpid()}-{id(conn)}"})
         conn.producer = orjson.loads(_ok(*await conn.request("POST", "/v1/producers", body)))
         conn.sequences = [0] * payloads.PARTITIONS
     txn_id: str | None = None
-    for partition in range(payloads.PARTITIONS):
-        body = payloads.partition_body(25, txn_id, producer=conn.producer, base_sequence=conn.sequences[partition])
+    for write in range(writes):
+        partition = write % payloads.PARTITIONS
+        body = payloads.partition_body(size, txn_id, producer=conn.producer, base_sequence=conn.sequences[partition])
         answer = orjson.loads(
             _ok(*await conn.request("POST", f"/v1/topics/{payloads.TOPIC}/partitions/{partition}/messages", body))
         )
-        conn.sequences[partition] += 25
+        conn.sequences[partition] += size
         txn_id = txn_id or answer["txn_id"]  # only the beginning (transactional) write answers with it
     _ok(*await conn.request("POST", f"/v1/transactions/{txn_id}/commit", b""))
-    return payloads.PARTITIONS + 1
+    return writes + 1
+
+
+async def chain_txn_big(conn: Connection, bodies: dict[str, bytes]) -> int:
+    """Mode 2 at a Kafka-like size: 10 x 100 messages, Kafka style, then commit."""
+    return await chain_txn_producer(conn, bodies, writes=10, size=100)
+
+
+async def chain_notxn_big(conn: Connection, bodies: dict[str, bytes]) -> int:
+    """The same 10 x 100 messages as chain_txn_big, the same 10 writes, no transaction."""
+    for write in range(10):
+        partition = write % payloads.PARTITIONS
+        _ok(*await conn.request("POST", f"/v1/topics/{payloads.TOPIC}/partitions/{partition}/messages", bodies["p100"]))
+    return 10
 
 
 async def chain_notxn(conn: Connection, bodies: dict[str, bytes]) -> int:
@@ -124,12 +139,21 @@ CHAINS = {
     "txn-producer": chain_txn_producer,
     "notxn": chain_notxn,
     "single": chain_single,
+    "txn-big": chain_txn_big,
+    "notxn-big": chain_notxn_big,
 }
-MESSAGES_PER_OP = {"pair": 1, "txn": 100, "txn-producer": 100, "notxn": 100, "single": 1}
+MESSAGES_PER_OP = {
+    "pair": 1, "txn": 100, "txn-producer": 100, "notxn": 100, "single": 1, "txn-big": 1000, "notxn-big": 1000,
+}
 
 
 def _bodies() -> dict[str, bytes]:
-    return {"half": payloads.half_body(), "p25": payloads.partition_body(25), "single": payloads.produce_body(1)}
+    return {
+        "half": payloads.half_body(),
+        "p25": payloads.partition_body(25),
+        "p100": payloads.partition_body(100),
+        "single": payloads.produce_body(1),
+    }
 
 
 async def _process_main(port: int, chain_name: str, connections: int, start_at: float, duration: float) -> dict[str, object]:

@@ -163,6 +163,13 @@ def ceiling_app() -> Server:
     return Server([sys.executable, "-m", "bench.ceiling_app", "--port", str(port)], env, port, "ceiling")
 
 
+def bare_app(workers: int | None = None) -> Server:
+    """The bare ASGI ceiling (``python -m bench.bare_app``): uvicorn, httptools, uvloop, one worker per core."""
+    port = free_port()
+    argv = [sys.executable, "-m", "bench.bare_app", "--port", str(port), "--workers", str(workers or os.cpu_count() or 1)]
+    return Server(argv, _base_env(), port, "bare")
+
+
 def _own_cpu_seconds(pid: int) -> float:
     try:
         with open(f"/proc/{pid}/stat") as stat:

@@ -1,8 +1,8 @@
-"""The halfmq scenarios, each measured on the storage-free ceiling app and then on the broker.
+"""The halfmq scenarios, each measured on the two storage-free ceilings and then on the broker.
 
-Every scenario runs against the ceiling app first and the broker right after, with
-the same load generator, so each ratio compares figures taken a few seconds apart
-on the same (shared, 2-core) machine.
+Every scenario runs against the storage-free FastAPI app, the bare ASGI app (one worker
+per core; issue 37's ceiling) and the broker in turn, with the same load generator, so
+each ratio compares figures taken a few seconds apart on the same (shared, 2-core) machine.
 """
 
 from __future__ import annotations
@@ -28,7 +28,7 @@ PG_DATABASE = os.environ.get("HALFMQ_BENCH_PG_DATABASE", "halfmq_bench")
 
 @dataclass
 class Row:
-    section: str  # storage | ceiling | halfmq | peer | check
+    section: str  # storage | ceiling | bare | halfmq | peer | check
     db: str
     scenario: str
     label: str
@@ -78,6 +78,8 @@ SPECS = [
     Spec("notxn", "4 x 25 msgs, no transaction", "chain", 64, "batches/s", 100, chain="notxn"),
     Spec("txn", "mode-2 txn: 4 x 25 msgs + commit", "chain", 64, "txn/s", 100, chain="txn"),
     Spec("txn-producer", "mode-2 txn, Kafka style: 4 x 25 + commit", "chain", 64, "txn/s", 100, chain="txn-producer"),
+    Spec("notxn-big", "10 x 100 msgs, no transaction", "chain", 16, "batches/s", 1000, chain="notxn-big"),
+    Spec("txn-big", "mode-2 txn, Kafka style: 10 x 100 + commit", "chain", 16, "txn/s", 1000, chain="txn-big"),
     Spec("fetch", f"read_committed fetch {FETCH_PAGE}/req", "wrk-fetch", 16, "req/s", FETCH_PAGE),
     Spec(
         "fetch-arrow", f"read_committed fetch {FETCH_PAGE}/req, Arrow", "wrk-fetch", 16, "req/s", FETCH_PAGE,
@@ -302,6 +304,7 @@ def versions(kind: str) -> str:
 def run_database(
     kind: str,
     ceiling: procs.Server,
+    bare: procs.Server | None,
     duration: float,
     profile_dir: Path | None,
     broker_settings: dict[str, Any],
@@ -334,23 +337,34 @@ def run_database(
             meta["rss_idle_mb"] = round(procs.rss_mb(broker.pid), 1)
             warm_up(broker)
             warm_up(ceiling)
+            if bare is not None:
+                warm_up(bare)
             for spec in specs:
                 high = fill_for_fetch(broker.url) if spec.kind == "wrk-fetch" else 0
                 if spec.accept:  # the first answer in a format may import its library: not part of the figure
                     for server in (ceiling, broker):
                         warm_fetch(server.url, spec.accept)
-                # Alternate ceiling and broker in ROUNDS halves so drifting background load hits both alike.
-                on_ceiling, on_broker = [], []
+                # Alternate ceilings and broker in ROUNDS halves so drifting background load hits all alike.
+                # The bare app answers JSON only: no Arrow row for it.
+                with_bare = bare is not None and not spec.accept
+                on_ceiling, on_bare, on_broker = [], [], []
                 for round_no in range(ROUNDS):
                     on_ceiling.append(measure(spec, ceiling, duration / ROUNDS, fetch_high=high))
+                    if with_bare and bare is not None:
+                        on_bare.append(measure(spec, bare, duration / ROUNDS, fetch_high=high))
                     profile_to = profile_dir / f"{kind}-{spec.key}-{round_no}.txt" if profile_dir else None
                     on_broker.append(measure(spec, broker, duration / ROUNDS, fetch_high=high, profile_to=profile_to))
                 ceiling_row = to_row("ceiling", kind, spec, *combine(on_ceiling), loadgen_name(spec))
                 rows.append(ceiling_row)
+                bare_text = ""
+                if on_bare:
+                    bare_row = to_row("bare", kind, spec, *combine(on_bare), loadgen_name(spec))
+                    rows.append(bare_row)
+                    bare_text = f" | bare {bare_row.rate:,.0f}"
                 row = to_row("halfmq", kind, spec, *combine(on_broker), loadgen_name(spec))
                 rows.append(row)
                 log(
-                    f"  {spec.key}: ceiling {ceiling_row.rate:,.0f} {spec.unit} | halfmq {row.rate:,.0f} {spec.unit} "
+                    f"  {spec.key}: ceiling {ceiling_row.rate:,.0f}{bare_text} {spec.unit} | halfmq {row.rate:,.0f} {spec.unit} "
                     f"({row.messages_per_s:,.0f} msg/s, p50 {row.p50_ms} ms, p99 {row.p99_ms} ms, RSS {row.rss_mb} MB, "
                     f"cpu {row.server_cpu}, errors {row.errors})"
                 )

@@ -132,6 +132,9 @@ class Settings(BaseSettings):
     # Run the services and the database writer in a process of their own behind the HTTP one
     # (see app/core); false keeps everything in one process.
     core_process: bool = True
+    # HTTP front processes sharing the one core process and the port (app/fronts.py): the
+    # front is where a request's CPU goes, the core's state is one. Only with core_process.
+    workers: int = Field(1, ge=1, le=64)
     # Serve plain routes without FastAPI's per-request routing and dependency solving
     # (app/api/direct_routes.py): the same answers, about half the front's work per request.
     direct_routes: bool = True

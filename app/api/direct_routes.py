@@ -36,6 +36,8 @@ from starlette.types import ASGIApp, Receive, Scope, Send
 
 from app.api.authorize import authorize, bearer_scheme
 from app.api.errors import broker_error_answer
+from app.api.fast_bodies import RawBody
+from app.api.log_routes import RAW_BODIES
 from app.api.middleware import read_body, replaying
 from app.metrics import DIRECT_REQUESTS
 from half_store.domain.errors import BrokerError, bad_unicode
@@ -74,6 +76,7 @@ class _Route:
     endpoint: Callable[..., Awaitable[Response]]
     parameters: tuple[_Parameter, ...]
     body: _Parameter | None  # the one body parameter, if the route takes a body
+    raw: RawBody | None = None  # the route's body decoded here, values kept as sent (app/api/fast_bodies.py)
 
 
 @dataclass(frozen=True)
@@ -111,7 +114,8 @@ def _plain_route(route: Any) -> _Route | None:
     bodies = [p for p in parameters if p.source == "body"]
     if len(bodies) > 1:
         return None
-    return _Route(route, str(route.path), endpoint, tuple(parameters), bodies[0] if bodies else None)
+    body = bodies[0] if bodies else None
+    return _Route(route, str(route.path), endpoint, tuple(parameters), body, RAW_BODIES.get(endpoint) if body else None)
 
 
 def _parameter(name: str, annotation: Any, declared: inspect.Parameter, *, in_path: bool) -> _Parameter | None:
@@ -234,33 +238,41 @@ class DirectRoutes:
         self, route: _Route, path_params: dict[str, str], body: bytes, scope: Scope, receive: Receive
     ) -> Response | None:
         parsed: Any = None
+        endpoint = route.endpoint
         if route.body is not None and not body and route.body.default is None:
             parsed = _MISSING  # as FastAPI: no body, whatever its declared type, is the default of an optional one
         elif route.body is not None:
             if not body or not _json_media_type(scope):
                 return None
-            try:
-                # pydantic's parser: where it accepts a text it reads it as FastAPI's json.loads does
-                # (integers past 64 bits included, which orjson turns into floats); it refuses lone
-                # surrogates, a BOM and deep nesting, which json.loads takes: those go to FastAPI.
-                parsed = pydantic_core.from_json(body)
-            except ValueError:
-                return None
+            raw = route.raw
+            decoded = None if raw is None else raw.decode(body)
+            if raw is not None and decoded is not None:
+                parsed, endpoint = decoded, raw.endpoint
+            else:
+                try:
+                    # pydantic's parser: where it accepts a text it reads it as FastAPI's json.loads does
+                    # (integers past 64 bits included, which orjson turns into floats); it refuses lone
+                    # surrogates, a BOM and deep nesting, which json.loads takes: those go to FastAPI.
+                    parsed = pydantic_core.from_json(body)
+                except ValueError:
+                    return None
         scope["route"] = route.route
         scope["endpoint"] = route.endpoint
         scope["path_params"] = path_params
         request = Request(scope, receive)
         try:
-            arguments = {p.name: p.value(request, path_params, parsed) for p in route.parameters}
+            arguments = {
+                p.name: parsed if p.source == "body" and endpoint is not route.endpoint else p.value(request, path_params, parsed)
+                for p in route.parameters
+            }
         except ValidationError:
             del scope["route"], scope["endpoint"], scope["path_params"]
             return None
         DIRECT_REQUESTS.labels(route.path).inc()
         try:
             await authorize(request, await bearer_scheme(request))
-            return await route.endpoint(**arguments)
+            return await endpoint(**arguments)
         except BrokerError as error:
             return broker_error_answer(error)
         except UnicodeError:
             return broker_error_answer(bad_unicode())
-

@@ -38,21 +38,37 @@ class JsonResponse(Response):
 
 
 def to_record(message: MessageFields, limits: MessageLimits, *, timestamp: int | None = None) -> Record:
-    if message.value_base64 is not None:
+    json_value = None
+    if message.value_base64 is None:
         try:
-            value = base64.b64decode(message.value_base64, validate=True)
+            json_value = stored_json(message.value)
+        except TypeError as error:  # e.g. an integer beyond 64 bits
+            raise ValidationFailed(f"value cannot be stored as JSON: {error}") from error
+    return record_of(message.key, json_value, message.value_base64, message.headers, message.tag, limits, timestamp)
+
+
+def record_of(
+    key: str | None,
+    json_value: bytes | None,
+    value_base64: str | None,
+    headers: dict[str, str],
+    tag: str | None,
+    limits: MessageLimits,
+    timestamp: int | None,
+) -> Record:
+    """A message's log record: ``json_value`` is its value's JSON text, else ``value_base64`` holds it."""
+    if value_base64 is not None:
+        try:
+            value = base64.b64decode(value_base64, validate=True)
         except (binascii.Error, ValueError) as error:
             raise ValidationFailed("value_base64 is not valid base64") from error
         kind = VALUE_BINARY
     else:
-        try:
-            value = stored_json(message.value)
-        except TypeError as error:  # e.g. an integer beyond 64 bits
-            raise ValidationFailed(f"value cannot be stored as JSON: {error}") from error
-        kind = VALUE_JSON
-    headers = encode_headers(message.headers if message.tag is None else {**message.headers, TAG_HEADER: message.tag}, limits)
-    limits.check_size(value, message.key, headers)
-    return Record(message.key, value, kind, headers, now_ms() if timestamp is None else timestamp)
+        assert json_value is not None
+        value, kind = json_value, VALUE_JSON
+    encoded = encode_headers(headers if tag is None else {**headers, TAG_HEADER: tag}, limits)
+    limits.check_size(value, key, encoded)
+    return Record(key, value, kind, encoded, now_ms() if timestamp is None else timestamp)
 
 
 def message_json(message: StoredMessage | ReceivedMessage) -> MessageOut:

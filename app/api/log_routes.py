@@ -10,6 +10,7 @@ from starlette.responses import Response
 from app.api.arrow_fetch import ARROW_STREAM, arrow_response, negotiate
 from app.api.authorize import principal_of
 from app.api.encoding import JsonResponse, message_json, to_record
+from app.api.fast_bodies import DecodedProduce, RawBody, decode_produce, raw_records
 from app.api.long_polls import long_poll_slot
 from app.api.models import (
     NO_NUL,
@@ -96,11 +97,20 @@ async def list_topics(request: Request, include_system: bool = False) -> Respons
 @router.post("/topics/{topic}/messages", response_model=ProduceResponse, tags=["produce"])
 @rights(require(TOPIC, WRITE, path("topic")))
 async def produce(topic: TopicPath, body: ProduceRequest, request: Request) -> Response:
-    broker = broker_of(request)
-    check_batch_size(broker, len(body.messages))
+    check_batch_size(broker_of(request), len(body.messages))
     limits = limits_of(request)
     records = PackedList(Record, (to_record(m, limits, timestamp=m.timestamp) for m in body.messages))
-    offsets = await broker.log.produce(topic, records, [m.partition for m in body.messages])
+    return await _append(request, topic, records, [m.partition for m in body.messages])
+
+
+async def produce_raw(topic: str, body: DecodedProduce, request: Request) -> Response:
+    """:func:`produce` for a body the direct path decoded with app/api/fast_bodies.py: values stored as sent."""
+    check_batch_size(broker_of(request), len(body.messages))
+    return await _append(request, topic, raw_records(body, limits_of(request)), [m.partition for m in body.messages])
+
+
+async def _append(request: Request, topic: str, records: PackedList[Record], partitions: list[int | None]) -> Response:
+    offsets = await broker_of(request).log.produce(topic, records, partitions)
     MESSAGES_IN.labels(topic).inc(len(offsets))
     answer: ProduceResponse = {"offsets": [{"partition": p, "offset": o} for p, o in offsets]}
     return JsonResponse(answer)
@@ -257,3 +267,8 @@ def member_ref(body: MemberFields) -> MemberRef | None:
 def check_batch_size(broker: BrokerHandle, count: int) -> None:
     if count > broker.settings.max_batch_messages:
         raise InvalidRequest(f"{count} messages in one request is over the limit of {broker.settings.max_batch_messages}")
+
+
+# Routes whose bodies the direct path may decode itself (app/api/fast_bodies.py), and the
+# twin it then calls: the same route with the same answers, on the decoded body.
+RAW_BODIES: dict[Any, RawBody] = {produce: RawBody(decode_produce, produce_raw)}

@@ -45,7 +45,10 @@ async def readyz(request: Request) -> Response:
 @router.get("/metrics", response_class=PlainTextResponse, responses={200: {"description": "Prometheus text format"}})
 @rights(cluster(DESCRIBE))
 async def metrics(request: Request) -> Response:
-    return Response(front_metrics() + await broker_of(request).metrics(), media_type=CONTENT_TYPE_LATEST)
+    # With several fronts (HALFMQ_WORKERS), every front's series, labelled by front (app/fronts.py).
+    fronts = getattr(request.app.state, "front_metrics", None)
+    own = front_metrics() if fronts is None else await fronts()
+    return Response(own + await broker_of(request).metrics(), media_type=CONTENT_TYPE_LATEST)
 
 
 @router.get("/v1/cluster", response_model=ClusterDescription)

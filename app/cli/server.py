@@ -33,7 +33,9 @@ def serve(
     port: Annotated[int | None, typer.Option(help="Listen port [env HALFMQ_PORT]")] = None,
     database_url: Annotated[str | None, typer.Option(help="SQLAlchemy URL [env HALFMQ_DATABASE_URL]")] = None,
     log_level: Annotated[str | None, typer.Option(help="uvicorn log level [env HALFMQ_LOG_LEVEL]")] = None,
-    workers: Annotated[int, typer.Option(min=1, help="Worker processes sharing the port (use with PostgreSQL)")] = 1,
+    workers: Annotated[
+        int | None, typer.Option(min=1, help="HTTP front processes sharing the port and one core [env HALFMQ_WORKERS]")
+    ] = None,
     access_log: Annotated[
         bool, typer.Option("--access-log", help="Log one JSON line per request on stdout [env HALFMQ_ACCESS_LOG]")
     ] = False,
@@ -56,15 +58,19 @@ def serve(
         access_log=access_log_flag,
         ssl_certfile=ssl_certfile,
         ssl_keyfile=ssl_keyfile,
+        workers=workers,
     )
     problem = settings.startup_problem()
     if problem is not None:
         console.print(f"[red]error:[/red] {problem}")
         raise typer.Exit(2)
-    if workers == 1:
-        serving.serve(settings)
+    if settings.workers == 1 or settings.core_process:
+        code = serving.serve(settings)
+        if code:
+            raise typer.Exit(code)
         return
-    # Worker processes build their own app from the environment, so hand the flags over that way.
+    # Without a core process each worker is a whole broker (use with PostgreSQL). Worker processes
+    # build their own app from the environment, so hand the flags over that way.
     flags = {"HOST": host, "PORT": port, "DATABASE_URL": database_url, "LOG_LEVEL": log_level}
     flags.update(ACCESS_LOG=access_log_flag, SSL_CERTFILE=ssl_certfile, SSL_KEYFILE=ssl_keyfile)
     for name, value in flags.items():
@@ -73,7 +79,7 @@ def serve(
     if settings.migrate_on_start:
         migrate(settings.database_url)  # once, here, rather than racing in every worker
         os.environ["HALFMQ_MIGRATE_ON_START"] = "false"
-    uvicorn.run("app.main:create_app", factory=True, workers=workers, **serving.uvicorn_options(settings))
+    uvicorn.run("app.main:create_app", factory=True, workers=settings.workers, **serving.uvicorn_options(settings))
 
 
 @db_cli.command("upgrade")

@@ -11,11 +11,13 @@ import socket
 import subprocess
 import sys
 from collections.abc import Awaitable, Callable
+from dataclasses import dataclass
 from typing import Any, cast
 
 from app.core.protocol import (
     CALL,
     GONE,
+    LISTEN_ENV,
     PARENT_ENV,
     READ_LIMIT,
     READY,
@@ -26,6 +28,7 @@ from app.core.protocol import (
     read_frame,
 )
 from app.handle import CORE_CALLS, SERVICES, BrokerHandle
+from app.metrics import front_metrics, labelled_fronts
 from half_store.domain.errors import StorageUnavailable
 from half_store.settings import Settings
 
@@ -33,16 +36,28 @@ log = logging.getLogger(__name__)
 
 # How often a call that waits (long poll) asks whether its HTTP client is still there.
 CLIENT_RECHECK_SECONDS = 0.25
+# How often each of several fronts hands the core its metrics (the others' in a scrape are this old at most).
+FRONT_REPORT_SECONDS = 1.0
 STOP_TIMEOUT_SECONDS = 30.0
 
 Reply = tuple[bool, Any]
 
 
+@dataclass(frozen=True)
+class SharedCore:
+    """Where one of several fronts finds the core they share (app/fronts.py), and which front it is."""
+
+    socket: str
+    index: int
+
+
 class CoreLink:
     """One core process and the connection to it; calls are multiplexed by id."""
 
-    def __init__(self, process: subprocess.Popen[bytes], reader: asyncio.StreamReader, writer: asyncio.StreamWriter) -> None:
-        self._process = process
+    def __init__(
+        self, process: subprocess.Popen[bytes] | None, reader: asyncio.StreamReader, writer: asyncio.StreamWriter
+    ) -> None:
+        self._process = process  # None: a core shared by several fronts, which their supervisor owns
         self._reader = reader
         self._frames = FrameWriter(writer)
         self._ids = itertools.count()
@@ -67,6 +82,15 @@ class CoreLink:
             code = await asyncio.to_thread(process.wait)
             raise RuntimeError(f"the broker's core process exited during start-up (exit code {code}); see its log above")
         return cls(process, reader, writer)
+
+    @classmethod
+    async def connect(cls, path: str) -> CoreLink:
+        """Join the core that several fronts share (:mod:`app.fronts`), listening on the unix socket ``path``."""
+        reader, writer = await asyncio.open_unix_connection(path, limit=READ_LIMIT)
+        if await read_frame(reader) != (READY,):
+            writer.close()
+            raise RuntimeError(f"the broker's core process at {path} did not answer")
+        return cls(None, reader, writer)
 
     async def call(self, service: str, method: str, args: tuple[Any, ...], kwargs: dict[str, Any]) -> Any:
         """``service.method(*args, **kwargs)`` in the core; its errors are raised here."""
@@ -119,13 +143,20 @@ class CoreLink:
                     reply.set_result((False, gone))
             if not self._closing:
                 # A broker without its core cannot serve; stop, so that a supervisor restarts both.
-                log.critical("the broker's core process stopped (exit code %s); shutting down", self._process.poll())
+                code = None if self._process is None else self._process.poll()
+                log.critical("the broker's core process stopped (exit code %s); shutting down", code)
                 os.kill(os.getpid(), signal.SIGTERM)
 
     async def close(self) -> None:
-        """Stop the core gracefully: it commits what is queued, stops its jobs and exits."""
+        """Stop the core gracefully: it commits what is queued, stops its jobs and exits.
+
+        A shared core is only left: its supervisor stops it once every front has stopped.
+        """
         self._closing = True
         self._frames.close()
+        if self._process is None:
+            self._reading.cancel()
+            return
         try:
             await asyncio.wait_for(asyncio.to_thread(self._process.wait), STOP_TIMEOUT_SECONDS)
         except TimeoutError:
@@ -133,6 +164,16 @@ class CoreLink:
             self._process.kill()
             await asyncio.to_thread(self._process.wait)
         self._reading.cancel()
+
+
+def start_shared_core(settings: Settings, path: str) -> subprocess.Popen[bytes]:
+    """Start a core for several fronts; it listens on the unix socket ``path`` once it is ready.
+
+    The caller (the fronts' supervisor) is its parent: the core dies with it.
+    """
+    env = dict(os.environ)
+    env.update({SETTINGS_ENV: settings.model_dump_json(), LISTEN_ENV: path, PARENT_ENV: str(os.getpid())})
+    return subprocess.Popen([sys.executable, "-m", "app.core"], env=env)
 
 
 class _ServiceProxy:
@@ -179,3 +220,33 @@ class RemoteBroker(BrokerHandle):
 
     async def metrics(self) -> bytes:
         return cast(bytes, await self._link.call("broker", "metrics", (), {}))
+
+
+class FrontMetrics:
+    """One of several fronts: reports its metrics to the core every second, and answers /metrics for all."""
+
+    def __init__(self, link: CoreLink, index: int) -> None:
+        self._link = link
+        self._index = index
+        self._reporting: asyncio.Task[None] | None = None
+
+    def start(self) -> FrontMetrics:
+        self._reporting = asyncio.create_task(self._report_often())
+        return self
+
+    async def _report_often(self) -> None:
+        while True:
+            try:
+                await self._link.call("fronts", "report", (self._index, front_metrics()), {})
+            except StorageUnavailable:
+                return  # the core is gone; the link stops this front
+            await asyncio.sleep(FRONT_REPORT_SECONDS)
+
+    async def collect(self) -> bytes:
+        """Every front's metrics, labelled by front: this one's as of now, the others' as of their last report."""
+        await self._link.call("fronts", "report", (self._index, front_metrics()), {})
+        return labelled_fronts(await self._link.call("fronts", "reports", (), {}))
+
+    def stop(self) -> None:
+        if self._reporting is not None:
+            self._reporting.cancel()

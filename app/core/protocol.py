@@ -2,7 +2,8 @@
 
 Pickle, because the payloads are the services' own dataclasses and errors, and both
 ends are the same code base on the same machine, joined by an unnamed socket pair that
-no other process can reach.
+no other process can reach, or (several fronts) by a unix socket in a 0700 directory
+that only the broker's own user can enter.
 
 front -> core: ``(CALL, call_id, service, method, args, kwargs, watches_client)``
 and ``(GONE, call_id)`` once the HTTP client of a waiting call has gone away.
@@ -20,6 +21,9 @@ from typing import Any
 SETTINGS_ENV = "HALFMQ_CORE_SETTINGS"
 SOCKET_FD_ENV = "HALFMQ_CORE_FD"
 PARENT_ENV = "HALFMQ_CORE_PARENT"
+# With several fronts (HALFMQ_WORKERS > 1): instead of a socket pair, the unix socket the core
+# listens on for them, in a directory only the broker's user may enter (app/fronts.py).
+LISTEN_ENV = "HALFMQ_CORE_LISTEN"
 
 CALL = "call"
 GONE = "gone"

@@ -1,9 +1,15 @@
-"""The core process: the broker's services, writer and background jobs, called by the HTTP front.
+"""The core process: the broker's services, writer and background jobs, called by the HTTP fronts.
 
-Started by the front (:mod:`app.core.link`) with one end of a socket pair. It stops
-when the front closes that socket (a graceful shutdown: jobs stop, queued writes
+With one front, started by it (:mod:`app.core.link`) with one end of a socket pair. It
+stops when the front closes that socket (a graceful shutdown: jobs stop, queued writes
 commit) or on SIGTERM. If the front is killed, the kernel kills the core too, so a
 crashed broker stops writing at once, as a one-process broker would.
+
+With several fronts (:mod:`app.fronts`), started by their supervisor; it listens on a
+unix socket and answers every front that connects, each on a connection of its own, from
+the one set of services: one writer, one checker, one set of long-poll waiters. A front
+that goes away is only a closed connection; the core stops on SIGTERM from the
+supervisor, or with it.
 """
 
 from __future__ import annotations
@@ -21,6 +27,7 @@ from app.broker import Broker, running_broker
 from app.core.protocol import (
     CALL,
     GONE,
+    LISTEN_ENV,
     PARENT_ENV,
     READ_LIMIT,
     READY,
@@ -41,11 +48,39 @@ _PR_SET_PDEATHSIG = 1
 log = logging.getLogger("app.core")
 
 
+class FrontReports:
+    """The latest metrics of each front sharing this core, so that any front answers /metrics for all."""
+
+    def __init__(self) -> None:
+        self._snapshots: dict[int, bytes] = {}
+
+    async def report(self, index: int, snapshot: bytes) -> None:
+        self._snapshots[index] = snapshot
+
+    async def reports(self) -> dict[int, bytes]:
+        return dict(self._snapshots)
+
+    def forget(self, index: int | None) -> None:
+        if index is not None:
+            self._snapshots.pop(index, None)
+
+
+FRONT_CALLS = frozenset({"report", "reports"})
+
+
 class CoreServer:
     """Answers the front's calls on one connection, each call in a task of its own."""
 
-    def __init__(self, broker: Broker, reader: asyncio.StreamReader, writer: asyncio.StreamWriter) -> None:
+    def __init__(
+        self,
+        broker: Broker,
+        reader: asyncio.StreamReader,
+        writer: asyncio.StreamWriter,
+        fronts: FrontReports | None = None,
+    ) -> None:
         self._targets: dict[str, Any] = {name: getattr(broker, name) for name in SERVICES} | {"broker": broker}
+        self._fronts = fronts
+        self.front_index: int | None = None  # the front on this connection, once it has reported
         self._reader = reader
         self._frames = FrameWriter(writer)
         self._client_gone: dict[int, asyncio.Event] = {}
@@ -99,12 +134,17 @@ class CoreServer:
             await self._frames.drain()
 
     async def _call(self, service: str, method: str, args: tuple[Any, ...], kwargs: dict[str, Any]) -> Any:
+        if service == "fronts" and self._fronts is not None and method in FRONT_CALLS:
+            if method == "report":
+                self.front_index = int(args[0])
+            return await getattr(self._fronts, method)(*args, **kwargs)
         if method not in CORE_CALLS.get(service, frozenset()):
             raise InternalError(f"{service}.{method} is not a core call")
         return await getattr(self._targets[service], method)(*args, **kwargs)
 
 
 async def serve(settings: Settings, connection: socket.socket) -> None:
+    """Answer the one front on ``connection`` until it closes it or SIGTERM."""
     stop = asyncio.Event()
     asyncio.get_running_loop().add_signal_handler(signal.SIGTERM, stop.set)
     trimmer = MemoryTrimmer(settings.memory_trim_seconds, MEMORY_RELEASED).start()
@@ -119,6 +159,40 @@ async def serve(settings: Settings, connection: socket.socket) -> None:
             stopping.cancel()
             serving.cancel()
             await server.close()
+    finally:
+        trimmer.stop()
+
+
+async def serve_fronts(settings: Settings, path: str) -> None:
+    """Answer every front that connects to the unix socket ``path`` until SIGTERM."""
+    stop = asyncio.Event()
+    asyncio.get_running_loop().add_signal_handler(signal.SIGTERM, stop.set)
+    trimmer = MemoryTrimmer(settings.memory_trim_seconds, MEMORY_RELEASED).start()
+    servers: set[CoreServer] = set()
+    fronts = FrontReports()
+    try:
+        async with running_broker(settings) as broker:
+            tune_garbage_collector()
+
+            async def answer(reader: asyncio.StreamReader, writer: asyncio.StreamWriter) -> None:
+                server = CoreServer(broker, reader, writer, fronts)
+                servers.add(server)
+                try:
+                    await server.serve()
+                finally:
+                    servers.discard(server)
+                    fronts.forget(server.front_index)  # a front that is gone counts no more
+                    await server.close()
+
+            # Bound under another name and renamed once listening: a front that finds the path
+            # finds a core that has migrated, recovered and accepts connections.
+            listening = await asyncio.start_unix_server(answer, path=f"{path}.new", limit=READ_LIMIT)
+            os.rename(f"{path}.new", path)
+            try:
+                await stop.wait()
+            finally:
+                listening.close()
+                await asyncio.gather(*(server.close() for server in list(servers)), return_exceptions=True)
     finally:
         trimmer.stop()
 
@@ -143,10 +217,12 @@ def main() -> None:
     )
     logging.getLogger("apscheduler").setLevel(logging.WARNING)  # a line per job run otherwise
     count_core_process()
-    connection = socket.socket(fileno=int(os.environ[SOCKET_FD_ENV]))
+    listen = os.environ.get(LISTEN_ENV)
+    one_front = None if listen else socket.socket(fileno=int(os.environ[SOCKET_FD_ENV]))
+    serving = serve(settings, one_front) if one_front is not None else serve_fronts(settings, str(listen))
     try:
         import uvloop
     except ImportError:
-        asyncio.run(serve(settings, connection))
+        asyncio.run(serving)
     else:
-        uvloop.run(serve(settings, connection))
+        uvloop.run(serving)

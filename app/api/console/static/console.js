@@ -313,8 +313,9 @@ function setUpSession() {
 function parseMessageCounters(text) {
   const totals = { in: {}, out: {} };
   for (const line of text.split("\n")) {
-    const match = /^halfmq_messages_(in|out)_total\{topic="([^"]*)"\} ([0-9.eE+-]+)$/.exec(line);
-    if (match) totals[match[1]][match[2]] = Number(match[3]);
+    // With several fronts (HALFMQ_WORKERS) each front's series carries a front label: add them up.
+    const match = /^halfmq_messages_(in|out)_total\{topic="([^"]*)"(?:,front="[^"]*")?\} ([0-9.eE+-]+)$/.exec(line);
+    if (match) totals[match[1]][match[2]] = (totals[match[1]][match[2]] || 0) + Number(match[3]);
   }
   return totals;
 }
