@@ -54,7 +54,7 @@ def _rebuild(cls: type[HalfmqError], message: str, code: str, status: int | None
 
 
 class InvalidRequestError(HalfmqError):
-    """INVALID_REQUEST (400): the broker refused a malformed request."""
+    """INVALID_REQUEST (400): a request body the broker could not read (not JSON)."""
 
     code, status = "INVALID_REQUEST", 400
 
@@ -266,9 +266,9 @@ class InternalError(HalfmqError):
 
 
 class InvalidTransactionTimeoutError(HalfmqError):
-    """INVALID_TRANSACTION_TIMEOUT (400): a transaction timeout above the broker's maximum."""
+    """INVALID_TRANSACTION_TIMEOUT (422): a transaction timeout above the broker's maximum."""
 
-    code, status = "INVALID_TRANSACTION_TIMEOUT", 400
+    code, status = "INVALID_TRANSACTION_TIMEOUT", 422
 
 
 class UnauthenticatedError(HalfmqError):

@@ -33,7 +33,6 @@ from half_store.domain.errors import (
     BrokerError,
     Forbidden,
     HalfMessageNotFound,
-    UnsupportedMediaType,
     UriTooLong,
     ValidationFailed,
 )
@@ -86,9 +85,9 @@ class _Facts:
             raw = await self._request.body()  # Starlette keeps it: the route parses the same bytes
             if not raw:
                 return None  # an optional body left out: the rules see no fields, the route its defaults
-            media_type = refused_media_type(self._request.headers.get("content-type"), has_body=True)
-            if media_type is not None:
-                raise UnsupportedMediaType(f"the request body must be application/json, not {media_type}")
+            refusal = refused_media_type(self._request.headers.get("content-type"), has_body=True)
+            if refusal is not None:
+                raise refusal
             try:
                 self._body = model.model_validate_json(raw)
             except ValidationError as error:

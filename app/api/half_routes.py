@@ -26,7 +26,7 @@ from app.api.rights import (
     rights,
 )
 from half_store.domain.constants import CHECK_HISTORY_KEPT
-from half_store.domain.errors import InvalidRequest
+from half_store.domain.errors import ValidationFailed
 from half_store.domain.half_records import CheckPayload, HalfMessage, Listener
 from half_store.domain.half_state import HalfState
 from half_store.domain.records import now_ms
@@ -244,7 +244,7 @@ async def poll_checks(
 ) -> Response:
     broker = broker_of(request)
     if max_wait_ms > broker.settings.max_fetch_wait_ms:
-        raise InvalidRequest(f"max_wait_ms is limited to {broker.settings.max_fetch_wait_ms}")
+        raise ValidationFailed(f"max_wait_ms is limited to {broker.settings.max_fetch_wait_ms}")
     with long_poll_slot(request, max_wait_ms):
         checks = await broker.polling.poll(group, instance_id, max_wait_ms, max_checks, client_gone=request.is_disconnected)
     answer: CheckList = {"checks": checks}

@@ -20,7 +20,20 @@ from rich.markup import escape
 from rich.progress import BarColumn, MofNCompleteColumn, Progress, TextColumn, TimeElapsedColumn
 
 from app.cli.formatting import parse_duration_ms
-from app.cli.remote import DEFAULT_URL, EXIT_REFUSED, JsonOption, Remote, TokenOption, UrlOption, err, fail, out, remote
+from app.cli.remote import (
+    DEFAULT_URL,
+    EXIT_INTERRUPTED,
+    EXIT_NOT_FOUND,
+    EXIT_REFUSED,
+    JsonOption,
+    Remote,
+    TokenOption,
+    UrlOption,
+    err,
+    fail,
+    out,
+    remote,
+)
 from sdk import calls
 from sdk.errors import OffsetOutOfRangeError
 
@@ -68,12 +81,14 @@ def consume(
         ranges = {p["partition"]: p for p in described["partitions"]}
         wanted = partition or sorted(ranges)
         unknown = [p for p in wanted if p not in ranges]
-        if unknown:
-            fail(f"topic {topic} has no partition {unknown[0]} (it has {len(ranges)})", EXIT_REFUSED)
+        if unknown:  # what the broker answers a produce to it: the same code, the same exit code
+            fail(f"PARTITION_NOT_FOUND: topic {topic} has no partition {unknown[0]} (it has {len(ranges)})", EXIT_NOT_FOUND)
         positions = starting_positions(broker, topic, group, wanted, ranges, offset=offset, from_beginning=from_beginning)
         reader = Reader(broker, topic, group, positions, isolation.value, as_json)
         got = reader.run(count, idle_limit_ms)
     if count is not None and got < count:
+        if reader.interrupted:
+            fail(f"interrupted: got {got} of {count} message(s)", EXIT_INTERRUPTED)
         fail(f"got {got} of {count} message(s) before --timeout", EXIT_REFUSED)
 
 
@@ -120,6 +135,7 @@ class Reader:
         self.isolation = isolation
         self.as_json = as_json
         self.printed = 0
+        self.interrupted = False  # Ctrl-C stopped it
 
     def run(self, count: int | None, idle_limit_ms: int | None) -> int:
         progress = Progress(
@@ -151,8 +167,8 @@ class Reader:
                         break
                     left = IDLE_POLL_MS if idle_limit_ms is None else max(1, int(idle_limit_ms - idle_ms))
                     wait_ms = max(1, min(IDLE_POLL_MS, left) // len(self.positions))
-        except KeyboardInterrupt:
-            pass  # Ctrl-C: commit what was printed and say how much
+        except KeyboardInterrupt:  # Ctrl-C: commit what was printed and say how much
+            self.interrupted = True
         self.commit()
         if not self.as_json:  # stderr; with --json, standard output holds only the messages
             committed = f"; offsets committed for group {self.group}" if self.group else ""

@@ -187,7 +187,7 @@ class InternalError(BrokerError):
 
 
 class InvalidTransactionTimeout(BrokerError):
-    status, code = 400, "INVALID_TRANSACTION_TIMEOUT"
+    status, code = 422, "INVALID_TRANSACTION_TIMEOUT"
 
 
 class InvalidSessionTimeout(BrokerError):

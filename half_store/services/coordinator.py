@@ -23,9 +23,9 @@ from half_store.domain.errors import (
     AlreadyResolved,
     ConcurrentTransactions,
     FencedMemberEpoch,
-    InvalidRequest,
     InvalidTransactionTimeout,
     ProducerFenced,
+    ValidationFailed,
 )
 from half_store.domain.group_records import MemberRef
 from half_store.domain.records import (
@@ -150,7 +150,7 @@ class Coordinator:
         self, producer_id: int | None, producer_epoch: int | None, timeout_ms: int | None, principal: str | None = None
     ) -> TransactionRow:
         if (producer_id is None) != (producer_epoch is None):
-            raise InvalidRequest("give producer_id and producer_epoch together, or neither")
+            raise ValidationFailed("give producer_id and producer_epoch together, or neither")
         await self.log.producer_owners.check(producer_id, principal)
         if producer_id is None:
             self.checked_timeout(timeout_ms)  # refused before it is queued; a producer's default needs its row

@@ -354,4 +354,4 @@ def test_too_many_receipts_in_one_request(database_url: str) -> None:
             ("/v1/transactions/txn-x/acks", {"group": "g", "receipts": ["r"] * 3}),
         ):
             response = client.post(path, json=body)
-            assert (response.status_code, error_code(response)) == (400, "INVALID_REQUEST"), path
+            assert (response.status_code, error_code(response)) == (422, "VALIDATION_ERROR"), path
