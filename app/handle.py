@@ -58,6 +58,7 @@ if TYPE_CHECKING:
         ProducerIdentity,
         ProducerStamp,
         Record,
+        StoredMessage,
         Topic,
     )
     from half_store.domain.rocketmq_records import ListenerRecord
@@ -153,6 +154,8 @@ class HalfMessageCalls(Protocol):
     async def recheck(self, message_id: str) -> HalfMessage: ...
 
     async def list_messages(self, producer_group: str | None, state: HalfState | None, limit: int) -> list[HalfMessage]: ...
+
+    async def bodies(self, halves: list[HalfMessage]) -> dict[str, StoredMessage]: ...
 
     async def register_listener(self, listener: Listener) -> None: ...
 

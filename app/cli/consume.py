@@ -19,7 +19,7 @@ import typer
 from rich.markup import escape
 from rich.progress import BarColumn, MofNCompleteColumn, Progress, TextColumn, TimeElapsedColumn
 
-from app.cli.formatting import parse_duration_ms
+from app.cli.formatting import parse_duration_ms, shown_value
 from app.cli.remote import (
     DEFAULT_URL,
     EXIT_INTERRUPTED,
@@ -216,8 +216,7 @@ class Reader:
         if self.as_json:
             sys.stdout.write(json.dumps(message) + "\n")
             return
-        value = message.get("value")
-        shown = value if isinstance(value, str) else json.dumps(value) if "value" in message else f"<{message['value_base64']}>"
+        shown = shown_value(message)
         key = "" if message.get("key") is None else f"[cyan]{escape(message['key'])}[/cyan]  "
         headers = f"  [dim]{escape(json.dumps(message['headers']))}[/dim]" if message.get("headers") else ""
         out.print(f"[dim]{message['partition']}:{message['offset']}[/dim]  {key}{escape(shown)}{headers}", highlight=False)

@@ -7,9 +7,11 @@ them (``30s``, ``7d``, ``512MiB``) and send the API its plain integers.
 
 from __future__ import annotations
 
+import json
 import re
 import time
 from datetime import datetime
+from typing import Any
 
 import typer
 
@@ -34,6 +36,28 @@ STATE_STYLES = {
     "EMPTY": "dim",
 }
 OPEN_TXN_STATES = ("OPEN", "PREPARE_COMMIT", "PREPARE_ABORT")
+
+
+def shown_value(message: dict[str, Any], width: int | None = None) -> str:
+    """A message's value as one line: a string as it is, other JSON as JSON text, binary as ``<base64>``.
+
+    ``width`` cuts it (with …) for a table column; a value the broker already cut
+    (``value_truncated``) ends in … too. A message shown without its body (the caller may
+    not read its topic) is ``(hidden)``.
+    """
+    if message.get("body_hidden"):
+        return "(hidden: needs topic:read)"
+    if "value_base64" in message:
+        text = f"<{message['value_base64']}>"
+    elif "value" in message:
+        value = message["value"]
+        text = value if isinstance(value, str) else json.dumps(value)
+    else:
+        return "-"
+    cut = bool(message.get("value_truncated"))
+    if width is not None and len(text) > width:
+        text, cut = text[: width - 1], True
+    return f"{text}…" if cut else text
 
 
 def now_ms() -> int:

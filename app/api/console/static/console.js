@@ -614,14 +614,6 @@ function topicsPage() {
     fetchMessages();
   }
 
-  function valueCell(message) {
-    let text;
-    if ("value_base64" in message) text = `base64:${message.value_base64}`;
-    else text = typeof message.value === "string" ? message.value : JSON.stringify(message.value);
-    if (text.length <= 160) return h("span", { class: "value" }, text);
-    return h("details", { class: "value" }, h("summary", {}, `${text.slice(0, 160)}…`), h("pre", {}, text));
-  }
-
   async function fetchMessages() {
     const partition = Number($("#browse-partition").value);
     const offset = Math.max(0, Number($("#browse-offset").value) || 0);
@@ -846,6 +838,25 @@ function sharePage() {
 
 /* ---------- half messages ---------- */
 
+// A message's value, as the topic browser and the half-message pages show it: short ones inline,
+// long ones folded; "…" where the broker cut it (a half-message list sends 256 characters).
+function valueCell(message) {
+  if (message.body_hidden) return h("span", { class: "muted" }, "hidden: needs topic:read");
+  let text;
+  if ("value_base64" in message) text = `base64:${message.value_base64}`;
+  else if ("value" in message) text = typeof message.value === "string" ? message.value : JSON.stringify(message.value);
+  else return h("span", { class: "muted" }, "–");
+  if (message.value_truncated) text += "…";
+  if (text.length <= 160) return h("span", { class: "value" }, text);
+  return h("details", { class: "value" }, h("summary", {}, `${text.slice(0, 160)}…`), h("pre", {}, text));
+}
+
+function headersCell(headers) {
+  const names = Object.keys(headers || {});
+  if (!names.length) return h("span", { class: "muted" }, "none");
+  return h("span", { class: "value" }, names.map((n) => `${n}=${headers[n]}`).join(", "));
+}
+
 function halfPage() {
   let selected = null;
 
@@ -862,6 +873,8 @@ function halfPage() {
           { title: "State", cell: (m) => badge(m.state) },
           { title: "Checks", num: true, cell: (m) => m.check_times },
           { title: "Born", cell: (m) => when(m.born_timestamp) },
+          { title: "Key", cell: (m) => (m.key === undefined || m.key === null ? h("span", { class: "muted" }, "–") : h("span", { class: "ident" }, m.key)) },
+          { title: "Value", cell: valueCell },
         ],
         answer.half_messages,
         {
@@ -919,6 +932,9 @@ function halfPage() {
           ["Born", [clock(half.born_timestamp), " (", when(half.born_timestamp), ")"]],
           ["Back-checks", number(half.check_times)],
           half.resolved_by ? ["Resolved", [`by ${half.resolved_by}, `, when(half.resolved_at)]] : null,
+          half.body_hidden || "headers" in half ? ["Key", half.key === undefined || half.key === null ? h("span", { class: "muted" }, "none") : ident(half.key)] : null,
+          "headers" in half ? ["Headers", headersCell(half.headers)] : null,
+          half.body_hidden || "headers" in half ? ["Value", valueCell(half)] : null,
         ]),
         actions(half),
         h("h3", {}, "Check history"),
