@@ -53,6 +53,7 @@ if TYPE_CHECKING:
     from half_store.domain.records import (
         AppendResult,
         FetchResult,
+        GroupLag,
         GroupOffset,
         OffsetCommit,
         ProducerIdentity,
@@ -241,6 +242,8 @@ class GroupCalls(Protocol):
     async def leave(self, group: str, member_id: str) -> None: ...
 
     async def list_groups(self) -> list[GroupSummary]: ...
+
+    async def lags(self) -> list[GroupLag]: ...
 
     async def describe(self, group: str) -> GroupView: ...
 

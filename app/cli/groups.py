@@ -36,12 +36,15 @@ def _partitions(partitions: list[dict[str, Any]]) -> str:
 
 @groups_cli.command("list")
 def list_groups(url: UrlOption = DEFAULT_URL, token: TokenOption = None, as_json: JsonOption = False) -> None:
-    """Every consumer group with its state and live members."""
+    """Every consumer group with its state, live members and lag (committed records still to read)."""
 
     def render(answer: dict[str, Any]) -> Table:
         table = Table("group", "state", "members")
+        table.add_column("lag", justify="right")
         for group in answer["groups"]:
-            table.add_row(group["group"], group["state"], str(group["members"]))
+            lag = group.get("lag")  # an older broker does not send it
+            shown = "-" if lag is None else f"[yellow]{lag:,}[/yellow]" if lag else "0"
+            table.add_row(group["group"], group["state"], str(group["members"]), shown)
         return table
 
     with remote(url, token, as_json) as broker:

@@ -37,7 +37,11 @@ def halfmq(broker: BrokerProcess, *args: str) -> tuple[int, str]:
 
 def test_list_and_describe(broker: BrokerProcess) -> None:
     code, output = halfmq(broker, "groups", "list", "--json")
-    assert code == 0 and {"group": "billing", "state": "EMPTY", "members": 0} in json.loads(output)["groups"]
+    # 5 messages in each of 2 partitions, 3 read in each: 4 to go.
+    assert code == 0 and {"group": "billing", "state": "EMPTY", "members": 0, "lag": 4} in json.loads(output)["groups"]
+    code, output = halfmq(broker, "groups", "list")
+    (row,) = [line.strip("│ ").split("│") for line in output.splitlines() if "billing" in line]
+    assert code == 0 and "lag" in output and row[-1].strip() == "4"
     code, output = halfmq(broker, "groups", "describe", "billing")
     assert code == 0 and "billing: EMPTY" in output and "orders" in output
     code, output = halfmq(broker, "groups", "describe", "nobody")
