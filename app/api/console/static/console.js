@@ -475,8 +475,32 @@ function overviewPage() {
     return String(open.length);
   }
 
+  async function groupLag() {
+    const groups = (await api("GET", "/v1/groups")).groups;
+    const behind = groups.filter((g) => g.lag > 0).sort((a, b) => b.lag - a.lag);
+    const total = groups.reduce((sum, g) => sum + (g.lag || 0), 0);
+    document.querySelector('[data-figure="lag"]').textContent = number(total);
+    fill(
+      document.querySelector('[data-figure="lagging-groups"]'),
+      behind.length ? h("span", { class: "warn-text" }, `${behind.length} of ${groups.length} group(s) behind`) : `${groups.length} group(s), none behind`,
+      " · ",
+      pageLink("groups", {}, "list")
+    );
+    return table(
+      [
+        { title: "Group", cell: (g) => pageLink("groups", { group: g.group }, g.group) },
+        { title: "State", cell: (g) => badge(g.state) },
+        { title: "Members", num: true, cell: (g) => number(g.members) },
+        { title: "Lag", num: true, cell: (g) => h("span", { class: "warn-text" }, number(g.lag)) },
+      ],
+      behind.slice(0, 10),
+      { empty: groups.length ? "Every consumer group has read all that was committed." : "No consumer groups yet." }
+    );
+  }
+
   async function refresh() {
     await Promise.all([
+      load("group-lag", "Consumer lag", groupLag),
       load("topic-rates", "Message rates", rates),
       figure("topics", async () => String((await api("GET", "/v1/topics")).topics.length)),
       figure("open-transactions", openTransactions),
@@ -755,6 +779,7 @@ function groupsPage() {
         { title: "Group", cell: (g) => h("a", { href: `?group=${enc(g.group)}`, onclick: (e) => { e.preventDefault(); select(g.group); } }, g.group) },
         { title: "State", cell: (g) => badge(g.state) },
         { title: "Members", num: true, cell: (g) => number(g.members) },
+        { title: "Lag", num: true, cell: (g) => (g.lag === undefined ? "–" : g.lag > 0 ? h("span", { class: "warn-text" }, number(g.lag)) : "0") },
       ],
       groups,
       { empty: "No consumer groups yet.", rowAttrs: (g) => ({ "data-group": g.group }) }
