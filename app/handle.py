@@ -63,7 +63,13 @@ if TYPE_CHECKING:
         Topic,
     )
     from half_store.domain.rocketmq_records import ListenerRecord
-    from half_store.domain.share_records import Acknowledgement, ReceiptResult, ShareReceived, ShareTopicView
+    from half_store.domain.share_records import (
+        Acknowledgement,
+        ReceiptResult,
+        ShareGroupSummary,
+        ShareReceived,
+        ShareTopicView,
+    )
     from half_store.domain.txn_state import TxnState
     from half_store.services.coordinator import TransactionView
     from half_store.services.half_messages import Prepared
@@ -270,6 +276,10 @@ class ShareGroupCalls(Protocol):
     async def acknowledge_in_transaction(self, txn_id: str, group: str, receipts: Sequence[str]) -> list[ReceiptResult]: ...
 
     async def describe(self, group: str) -> list[ShareTopicView]: ...
+
+    async def list_groups(self) -> list[ShareGroupSummary]: ...
+
+    async def delete_group(self, group: str) -> None: ...
 
 
 @runtime_checkable

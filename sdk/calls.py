@@ -52,6 +52,7 @@ __all__ = [
     "create_token",
     "create_topic",
     "delete_acl",
+    "delete_share_group",
     "delete_topic",
     "describe_group",
     "describe_share_group",
@@ -73,6 +74,7 @@ __all__ = [
     "list_groups",
     "list_half_messages",
     "list_principals",
+    "list_share_groups",
     "list_tokens",
     "list_topics",
     "list_transactions",
@@ -569,6 +571,16 @@ def share_extend(group: str, receipts: Sequence[str], lock_ms: int) -> Call[list
 def describe_share_group(group: str) -> Call[ShareGroupInfo]:
     """``GET /v1/share-groups/{group}``."""
     return Call("GET", f"/v1/share-groups/{_seg(group)}", parse=ShareGroupInfo.from_json)
+
+
+def list_share_groups() -> Call[list[dict[str, Any]]]:
+    """``GET /v1/share-groups`` → ``[{"group", "topics", "locked", "accepted", "dlq"}]``."""
+    return Call("GET", "/v1/share-groups", parse=lambda body: list(body.get("share_groups") or []))
+
+
+def delete_share_group(group: str) -> Call[None]:
+    """``DELETE /v1/share-groups/{group}`` (409 SHARE_GROUP_IN_USE while a record is locked)."""
+    return Call("DELETE", f"/v1/share-groups/{_seg(group)}", parse=_ignore)
 
 
 def list_delayed_messages(topic: str | None = None, limit: int | None = None) -> Call[list[dict[str, Any]]]:

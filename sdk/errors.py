@@ -325,6 +325,12 @@ class ShareGroupNotFoundError(HalfmqError):
     code, status = "SHARE_GROUP_NOT_FOUND", 404
 
 
+class ShareGroupInUseError(HalfmqError):
+    """SHARE_GROUP_IN_USE (409): deleting a share group while some of its records are locked."""
+
+    code, status = "SHARE_GROUP_IN_USE", 409
+
+
 # --- raised by the SDK itself ----------------------------------------------------------
 
 
@@ -410,6 +416,7 @@ ERRORS_BY_CODE: dict[str, type[HalfmqError]] = {
         FencedMemberEpochError,
         InvalidSessionTimeoutError,
         ShareGroupNotFoundError,
+        ShareGroupInUseError,
     )
 }
 """Every broker error code this SDK knows, mapped to its exception class."""

@@ -73,6 +73,15 @@ def fail(message: str, code: int = EXIT_REFUSED) -> NoReturn:
     raise typer.Exit(code)
 
 
+def confirmed(yes: bool, question: str, refusal: str) -> None:
+    """A destructive verb goes ahead with --yes, or once a person at a terminal says yes; else exit 2."""
+    if yes:
+        return
+    if not sys.stdin.isatty():
+        fail(f"{refusal} needs --yes", EXIT_USAGE)
+    typer.confirm(question, abort=True)
+
+
 @dataclass
 class Remote:
     """One broker, as a verb reaches it."""

@@ -238,3 +238,9 @@ class CallbackNotAllowed(BrokerError):
 
 class ShareGroupNotFound(BrokerError):
     status, code = 404, "SHARE_GROUP_NOT_FOUND"
+
+
+class ShareGroupInUse(BrokerError):
+    """Deleting a share group while some of its records are locked (by a consumer or a transaction)."""
+
+    status, code = 409, "SHARE_GROUP_IN_USE"

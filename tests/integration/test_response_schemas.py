@@ -230,6 +230,11 @@ def test_every_route_answers_as_the_document_declares(client: TestClient, settin
     share_txn = client.post("/v1/transactions", json={}).json()["txn_id"]
     assert client.post(f"/v1/transactions/{share_txn}/acks", json={"group": "sg", "receipts": [first]}).json()
     assert client.post(f"/v1/transactions/{share_txn}/abort").status_code == 200
+    assert "sg" in [g["group"] for g in client.get("/v1/share-groups").json()["share_groups"]]
+    taken = client.post("/v1/share-groups/short-lived/receive", json={"topic": "orders", "max_messages": 1}).json()
+    done = [{"receipt": m["receipt"], "type": "ACCEPT"} for m in taken["messages"]]
+    assert client.post("/v1/share-groups/short-lived/acks", json={"acks": done}).status_code == 200
+    assert client.delete("/v1/share-groups/short-lived").status_code == 204
 
     # Delay messages: scheduled (one far off, listed while it waits), too far, unknown topic.
     later = {"messages": [{"value": 1, "tag": "T", "delay_ms": 3_600_000}, {"value_base64": "AAE=", "deliver_at": 0}]}

@@ -10,7 +10,6 @@
  */
 
 const TOKEN_KEY = "halfmq.console.token";
-const RECENT_SHARES_KEY = "halfmq.console.share-groups";
 const UNFINISHED = ["OPEN", "PREPARE_COMMIT", "PREPARE_ABORT"];
 const HALF_STATES = ["PREPARED", "DISCARDED", "COMMITTED", "ROLLED_BACK"];
 // How far the overview counts half messages of each state: exactly where an operator may have
@@ -793,23 +792,39 @@ function groupsPage() {
 /* ---------- share groups ---------- */
 
 function sharePage() {
-  function recent() {
-    try {
-      return JSON.parse(localStorage.getItem(RECENT_SHARES_KEY) || "[]");
-    } catch {
-      return [];
-    }
+  async function list() {
+    await load("share-list", "Listing share groups", async () => {
+      const groups = (await api("GET", "/v1/share-groups")).share_groups;
+      return table(
+        [
+          { title: "Share group", cell: (g) => h("a", { href: `?group=${enc(g.group)}`, onclick: (e) => { e.preventDefault(); select(g.group); } }, g.group) },
+          { title: "Topics", cell: (g) => g.topics.join(", ") },
+          { title: "Locked", num: true, cell: (g) => number(g.locked) },
+          { title: "Accepted", num: true, cell: (g) => number(g.accepted) },
+          { title: "Dead-lettered", num: true, cell: (g) => (g.dlq > 0 ? h("span", { class: "warn-text" }, number(g.dlq)) : number(g.dlq)) },
+          { title: "", cell: deleteButton },
+        ],
+        groups,
+        { empty: "No share group has received from a topic yet.", rowAttrs: (g) => ({ "data-share": g.group }) }
+      );
+    });
   }
 
-  function remember(group) {
-    const names = [group, ...recent().filter((n) => n !== group)].slice(0, 8);
-    localStorage.setItem(RECENT_SHARES_KEY, JSON.stringify(names));
-    showRecent();
-  }
-
-  function showRecent() {
-    const names = recent();
-    fill("recent-shares", names.length ? h("p", { class: "muted" }, "Recently viewed: ", names.map((n, i) => [i ? ", " : "", h("a", { href: `?group=${enc(n)}`, onclick: (e) => { e.preventDefault(); select(n); } }, n)])) : null);
+  function deleteButton(group) {
+    return h("button", {
+      type: "button",
+      class: "danger",
+      onclick: async (e) => {
+        const clicked = e.currentTarget;
+        const question = `Delete share group ${group.group}?`;
+        const text = "Its positions and in-flight records are forgotten: used again, it starts from the beginning of each partition. Refused while records are locked.";
+        if (!(await confirmAction(question, text, "Delete"))) return;
+        await act(clicked, () => api("DELETE", `/v1/share-groups/${enc(group.group)}`), () => `Share group ${group.group} deleted`, async () => {
+          if (queryParam("group") === group.group) fill("share-detail", h("p", { class: "muted" }, "Deleted."));
+          await list();
+        });
+      },
+    }, "Delete");
   }
 
   async function select(group) {
@@ -817,7 +832,6 @@ function sharePage() {
     $("#share-name").value = group;
     await load("share-detail", `Describing share group ${group}`, async () => {
       const described = await api("GET", `/v1/share-groups/${enc(group)}`);
-      remember(group);
       const partitions = described.topics.flatMap((t) => (t.partitions || []).map((p) => ({ topic: t.topic, ...p })));
       return [
         table(
@@ -857,7 +871,7 @@ function sharePage() {
     const name = $("#share-name").value.trim();
     if (name) select(name);
   });
-  showRecent();
+  list();
   if (queryParam("group")) select(queryParam("group"));
 }
 
