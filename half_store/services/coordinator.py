@@ -72,6 +72,9 @@ log = logging.getLogger(__name__)
 class TransactionView:
     row: TransactionRow
     partitions: list[tuple[str, int]]
+    transactional_id: str | None = None
+    # An open transaction's row is touched by every write; its state has not changed since it began.
+    last_state_change_ms: int | None = None
 
 
 @dataclass(frozen=True, slots=True)
@@ -288,7 +291,9 @@ class Coordinator:
                 (self.store.topic_by_id_sync(conn, p.topic_id).name, p.partition)
                 for p in txn_store.partitions_of(conn, txn_id)
             ]
-            return TransactionView(txn, parts)
+            transactional_id, updated_at = txn_store.identity(conn, txn_id) or (None, txn.started_at)
+            changed = txn.started_at if txn.state is TxnState.OPEN else updated_at
+            return TransactionView(txn, parts, transactional_id, changed)
 
         return await self.store.read(query)
 

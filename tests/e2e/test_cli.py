@@ -136,6 +136,9 @@ def test_consume_isolation_and_transactions(url: str) -> None:
 
     described = answer_of(halfmq("txn", "describe", txn, "--json", url=url))
     assert described["state"] == "OPEN" and described["partitions"] == [{"topic": "ledger", "partition": 0}]
+    assert described["transactional_id"] is None and described["age_ms"] >= 0  # anonymous (Pulsar-style)
+    shown = halfmq("txn", "describe", txn, url=url)
+    assert shown.returncode == 0 and "started" in shown.stdout and " ago" in shown.stdout
     listing = halfmq("txn", "list", "--state", "OPEN", "--json", url=url)
     if offers(url, "GET", "/v1/transactions"):
         assert answer_of(listing)["transactions"][0]["txn_id"] == txn

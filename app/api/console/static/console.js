@@ -1075,6 +1075,7 @@ function transactionsPage() {
           txn.transactional_id ? ["Transactional id", txn.transactional_id] : null,
           txn.producer_id !== null && txn.producer_id !== undefined ? ["Producer", `${txn.producer_id} / epoch ${txn.producer_epoch}`] : null,
           txn.started_ms ? ["Started", [clock(txn.started_ms), " (", when(txn.started_ms), ")"]] : null,
+          txn.started_ms ? ["Age", age(txn)] : null,
           ["Timeout", span(txn.timeout_ms)],
           ["Partitions", partitionList(txn.partitions)],
         ]),
