@@ -27,6 +27,7 @@ from app.api import (
 )
 from app.api.authorize import ListingFilterMiddleware, RequestGate, authorize
 from app.api.direct_routes import DirectRoutes
+from app.api.docs_routes import install_docs
 from app.api.errors import install_error_handlers
 from app.api.long_polls import LongPollQuota
 from app.api.middleware import AccessLogMiddleware, BodyLimitMiddleware, MetricsMiddleware, enable_access_log
@@ -89,6 +90,8 @@ def create_app(settings: Settings | None = None) -> FastAPI:
         version="1.0.0",
         summary="Transactional message broker: RocketMQ-style half messages and Kafka/Pulsar-style transactions.",
         lifespan=lifespan,
+        docs_url=None,  # served from the broker's own assets (install_docs), not a CDN
+        redoc_url=None,
         # Every route, of every router included now or later, goes through the one authorizing dependency.
         dependencies=[Depends(authorize)],
     )
@@ -97,6 +100,7 @@ def create_app(settings: Settings | None = None) -> FastAPI:
         settings.max_long_poll_waiters_per_principal or max(1, settings.max_long_poll_waiters // 4)
     )
     install_error_handlers(app)
+    install_docs(app)
     app.include_router(log_routes.router)
     app.include_router(admin_routes.router)
     app.include_router(txn_routes.router)
