@@ -78,6 +78,7 @@ __all__ = [
     "list_tokens",
     "list_topics",
     "list_transactions",
+    "offsets_for_time",
     "poll_checks",
     "prepare_half_message",
     "produce",
@@ -318,6 +319,16 @@ def commit_group_offsets(
     Setting an offset twice is harmless."""
     body = {"offsets": _offsets_json(offsets, metadata), **_member_json(member)}
     return Call("POST", f"/v1/groups/{_seg(group)}/offsets", json=body, parse=_ignore)
+
+
+def offsets_for_time(topic: str, timestamp_ms: int, *, isolation: str = "read_committed") -> Call[dict[int, int]]:
+    """``GET /v1/topics/{topic}/offsets?timestamp=`` (Kafka's offsets-for-times) → ``{partition: offset}``:
+    per partition, the first offset whose message's timestamp is at or after ``timestamp_ms`` (the end
+    where there is none yet). Seek there, or commit them as a group's offsets to reset it by time."""
+    return Call(
+        "GET", f"/v1/topics/{_seg(topic)}/offsets", params={"timestamp": timestamp_ms, "isolation": isolation},
+        parse=lambda body: {int(p["partition"]): int(p["offset"]) for p in body.get("partitions") or []},
+    )
 
 
 def group_offsets(group: str) -> Call[list[CommittedOffset]]:

@@ -19,12 +19,13 @@ import typer
 from rich.markup import escape
 from rich.progress import BarColumn, MofNCompleteColumn, Progress, TextColumn, TimeElapsedColumn
 
-from app.cli.formatting import parse_duration_ms, shown_value
+from app.cli.formatting import TIME_FORMATS, parse_duration_ms, parse_time_ms, shown_value
 from app.cli.remote import (
     DEFAULT_URL,
     EXIT_INTERRUPTED,
     EXIT_NOT_FOUND,
     EXIT_REFUSED,
+    EXIT_USAGE,
     JsonOption,
     Remote,
     TokenOption,
@@ -60,6 +61,12 @@ def consume(
         bool, typer.Option("--from-beginning", help="Start at the log start when there is no committed offset")
     ] = False,
     offset: Annotated[int | None, typer.Option("--offset", min=0, help="Start at this offset in every partition read")] = None,
+    from_time: Annotated[
+        str | None,
+        typer.Option(
+            "--from-time", help=f"Start at the first message written at or after this time ({TIME_FORMATS})"
+        ),
+    ] = None,
     partition: Annotated[
         list[int] | None, typer.Option("--partition", "-p", min=0, help="Read only this partition; repeat for more")
     ] = None,
@@ -83,7 +90,14 @@ def consume(
         unknown = [p for p in wanted if p not in ranges]
         if unknown:  # what the broker answers a produce to it: the same code, the same exit code
             fail(f"PARTITION_NOT_FOUND: topic {topic} has no partition {unknown[0]} (it has {len(ranges)})", EXIT_NOT_FOUND)
-        positions = starting_positions(broker, topic, group, wanted, ranges, offset=offset, from_beginning=from_beginning)
+        if from_time is not None:  # Kafka's offsets-for-times: each partition from its own first offset at that time
+            if offset is not None:
+                fail("give --offset or --from-time, not both", EXIT_USAGE)
+            at = parse_time_ms(from_time)
+            found = broker.send(calls.offsets_for_time(topic, at, isolation=isolation.value))
+            positions = [Position(p, found[p]) for p in wanted]
+        else:
+            positions = starting_positions(broker, topic, group, wanted, ranges, offset=offset, from_beginning=from_beginning)
         reader = Reader(broker, topic, group, positions, isolation.value, as_json)
         got = reader.run(count, idle_limit_ms)
     if count is not None and got < count:

@@ -109,6 +109,26 @@ def parse_duration_ms(text: str) -> int:
     return int(match.group(1)) * _DURATION_UNITS_MS[match.group(2) or "ms"]
 
 
+TIME_FORMATS = "2026-11-27T09:30:00, …Z, ms since the epoch, '30m ago'"
+
+
+def parse_time_ms(text: str) -> int:
+    """A point in time, as ms since the epoch: ``2026-11-27T09:30:00`` (local time unless it names
+    a zone: ``…Z``, ``…+01:00``), a date, ms since the epoch, or a duration ago (``30m ago``, ``-2h``)."""
+    given = text.strip()
+    if given.isdigit():
+        return int(given)
+    relative = given[1:] if given.startswith("-") else given[:-4] if given.lower().endswith(" ago") else None
+    if relative is not None:
+        return now_ms() - parse_duration_ms(relative)
+    try:
+        return int(datetime.fromisoformat(given.replace("Z", "+00:00")).timestamp() * 1000)
+    except ValueError:
+        raise typer.BadParameter(
+            f"{text!r} is not a time (such as 2026-11-27T09:30:00, 2026-11-27T09:30:00Z, 1764236000000 or '30m ago')"
+        ) from None
+
+
 def parse_size_bytes(text: str) -> int:
     """``1048576``, ``512k``, ``512KiB``, ``100MB``, ``2g``: binary multiples (1k = 1024 bytes)."""
     match = _SIZE.match(text.strip().lower())

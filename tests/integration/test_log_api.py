@@ -212,3 +212,28 @@ def test_a_caught_up_group_has_no_lag_behind_transaction_markers(client: TestCli
     metrics = client.get("/metrics").text
     assert 'halfmq_consumer_group_lag{group="caught-up",partition="0",topic="t"} 0.0' in metrics
     assert 'halfmq_consumer_group_lag{group="behind",partition="0",topic="t"} 6.0' in metrics
+
+
+def test_offsets_for_a_time(client: TestClient) -> None:
+    """Per partition the first offset written at or after a time; the end where nothing is (Kafka's offsets-for-times)."""
+    create_topic(client, "timed", 2)
+    stamped = [{"value": n, "partition": 0, "timestamp": t} for n, t in enumerate((1_000, 2_000, 3_000))]
+    client.post("/v1/topics/timed/messages", json={"messages": [*stamped, {"value": 9, "partition": 1, "timestamp": 1_000}]})
+
+    def at(timestamp: int, **params: str) -> list[tuple[int, int, int | None]]:
+        answer = client.get("/v1/topics/timed/offsets", params={"timestamp": timestamp, **params})
+        assert answer.status_code == 200, answer.text
+        return [(p["partition"], p["offset"], p["timestamp"]) for p in answer.json()["partitions"]]
+
+    assert at(0) == [(0, 0, 1_000), (1, 0, 1_000)]
+    assert at(1_500) == [(0, 1, 2_000), (1, 1, None)]  # partition 1 has nothing that late: its end
+    assert at(3_000) == [(0, 2, 3_000), (1, 1, None)]
+    txn = client.post("/v1/transactions", json={}).json()["txn_id"]
+    pending = {"messages": [{"value": "p", "timestamp": 5_000}], "txn_id": txn}
+    client.post("/v1/topics/timed/partitions/1/messages", json=pending)
+    assert at(4_000) == [(0, 3, None), (1, 1, None)]  # read_committed: the open transaction's message is not there yet
+    assert at(4_000, isolation="read_uncommitted")[1] == (1, 1, 5_000)
+    missing = client.get("/v1/topics/nope/offsets", params={"timestamp": 0})
+    assert (missing.status_code, error_code(missing)) == (404, "TOPIC_NOT_FOUND")
+    negative = client.get("/v1/topics/timed/offsets", params={"timestamp": -1})
+    assert (negative.status_code, error_code(negative)) == (422, "VALIDATION_ERROR")

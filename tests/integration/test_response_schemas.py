@@ -182,6 +182,11 @@ def test_every_route_answers_as_the_document_declares(client: TestClient, settin
     assert client.post("/v1/topics/orders/messages", json={"messages": messages}).status_code == 200
     assert client.get("/v1/topics/orders/partitions/1/messages").json()["messages"]
     assert client.get("/v1/topics/orders/partitions/1/messages", params={"offset": 99}).status_code == 416
+    # Offsets for a time: a partition with a message at or after it, and the answer's end where none is.
+    by_time = client.get("/v1/topics/orders/offsets", params={"timestamp": 0}).json()["partitions"]
+    assert any(p["timestamp"] is not None for p in by_time)
+    later = client.get("/v1/topics/orders/offsets", params={"timestamp": 253_402_300_799_999}).json()["partitions"]
+    assert all(p["timestamp"] is None for p in later)
 
     # Kafka mode: a transactional producer whose write begins its transaction, and an explicit one.
     producer = client.post("/v1/producers", json={"transactional_id": "etl"}).json()

@@ -259,6 +259,9 @@ CASES: dict[tuple[str, str], list[Case]] = {
     ("GET", "/v1/topics/{topic}"): [
         Case(_fixed(("GET", "/v1/topics/orders", None), [("topic", "orders", "describe")]))
     ],
+    ("GET", "/v1/topics/{topic}/offsets"): [
+        Case(_fixed(("GET", "/v1/topics/orders/offsets?timestamp=0", None), [("topic", "orders", "describe")]))
+    ],
     ("POST", "/v1/topics/{topic}/messages"): [
         Case(
             _fixed(("POST", "/v1/topics/orders/messages", {"messages": [{"value": 1}]}), [("topic", "orders", "write")])
