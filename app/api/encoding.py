@@ -17,6 +17,7 @@ import orjson
 from starlette.responses import Response
 
 from app.api.models import MessageFields, MessageOut
+from app.api.tracing import TRACEPARENT
 from half_store.domain.constants import VALUE_BINARY, VALUE_JSON
 from half_store.domain.errors import ValidationFailed
 from half_store.domain.json_bytes import stored_json
@@ -37,7 +38,10 @@ class JsonResponse(Response):
         return orjson.dumps(content)
 
 
-def to_record(message: MessageFields, limits: MessageLimits, *, timestamp: int | None = None) -> Record:
+def to_record(
+    message: MessageFields, limits: MessageLimits, *, timestamp: int | None = None, trace: dict[str, str] | None = None
+) -> Record:
+    """A wire message as a log record; ``trace`` (the request's trace context) joins its headers unless it has its own."""
     if message.value_base64 is not None:
         try:
             value = base64.b64decode(message.value_base64, validate=True)
@@ -50,7 +54,8 @@ def to_record(message: MessageFields, limits: MessageLimits, *, timestamp: int |
         except TypeError as error:  # e.g. an integer beyond 64 bits
             raise ValidationFailed(f"value cannot be stored as JSON: {error}") from error
         kind = VALUE_JSON
-    headers = encode_headers(message.headers if message.tag is None else {**message.headers, TAG_HEADER: message.tag}, limits)
+    given = message.headers if trace is None or TRACEPARENT in message.headers else {**trace, **message.headers}
+    headers = encode_headers(given if message.tag is None else {**given, TAG_HEADER: message.tag}, limits)
     limits.check_size(value, message.key, headers)
     return Record(message.key, value, kind, headers, now_ms() if timestamp is None else timestamp)
 

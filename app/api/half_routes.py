@@ -29,6 +29,7 @@ from app.api.rights import (
     require,
     rights,
 )
+from app.api.tracing import trace_context
 from half_store.domain.constants import CHECK_HISTORY_KEPT, VALUE_BINARY
 from half_store.domain.errors import ValidationFailed
 from half_store.domain.half_records import CheckPayload, HalfMessage, Listener
@@ -209,7 +210,7 @@ async def prepare(body: HalfMessageIn, request: Request) -> Response:
     prepared = await broker.halves.prepare(
         body.topic,
         body.producer_group,
-        to_record(body, limits_of(request)),
+        to_record(body, limits_of(request), trace=trace_context(request)),
         partition=body.partition,
         transaction_id=body.transaction_id,
         check_immunity_seconds=body.check_immunity_seconds,

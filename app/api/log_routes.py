@@ -48,6 +48,7 @@ from app.api.rights import (
     rights,
     transaction,
 )
+from app.api.tracing import trace_context
 from app.handle import BrokerHandle
 from app.metrics import FETCH_ANSWERS, MESSAGES_IN, MESSAGES_OUT
 from half_store.domain.constants import MAX_INT32, TOPIC_NAME_PATTERN
@@ -99,7 +100,8 @@ async def produce(topic: TopicPath, body: ProduceRequest, request: Request) -> R
     broker = broker_of(request)
     check_batch_size(broker, len(body.messages))
     limits = limits_of(request)
-    records = PackedList(Record, (to_record(m, limits, timestamp=m.timestamp) for m in body.messages))
+    trace = trace_context(request)
+    records = PackedList(Record, (to_record(m, limits, timestamp=m.timestamp, trace=trace) for m in body.messages))
     offsets = await broker.log.produce(topic, records, [m.partition for m in body.messages])
     MESSAGES_IN.labels(topic).inc(len(offsets))
     answer: ProduceResponse = {"offsets": [{"partition": p, "offset": o} for p, o in offsets]}
@@ -130,7 +132,8 @@ async def produce_to_partition(
     if body.transactional and body.txn_id is not None:
         raise ValidationFailed("give txn_id or transactional, not both")
     limits = limits_of(request)
-    records = PackedList(Record, (to_record(m, limits, timestamp=m.timestamp) for m in body.messages))
+    trace = trace_context(request)
+    records = PackedList(Record, (to_record(m, limits, timestamp=m.timestamp, trace=trace) for m in body.messages))
     stamp = ProducerStamp(
         body.producer_id, body.producer_epoch, body.base_sequence, body.txn_id, transactional=body.transactional
     )
