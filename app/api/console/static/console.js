@@ -912,8 +912,8 @@ function halfPage() {
           { title: "State", cell: (m) => badge(m.state) },
           { title: "Checks", num: true, cell: (m) => m.check_times },
           { title: "Born", cell: (m) => when(m.born_timestamp) },
-          { title: "Key", cell: (m) => (m.key === undefined || m.key === null ? h("span", { class: "muted" }, "–") : h("span", { class: "ident" }, m.key)) },
-          { title: "Value", cell: valueCell },
+          { title: "Key", cell: (m) => (m.key === undefined || m.key === null ? h("span", { class: "muted" }, "–") : h("span", { class: "ident nowrap" }, m.key)) },
+          { title: "Value", cls: "value-cell", cell: valueCell },
         ],
         answer.half_messages,
         {
