@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import ipaddress
 import logging
+import os
 from collections.abc import AsyncIterator, Callable
 from contextlib import asynccontextmanager
 from typing import Any
@@ -32,6 +33,7 @@ from app.api.docs_routes import install_docs
 from app.api.errors import install_error_handlers
 from app.api.long_polls import LongPollQuota
 from app.api.middleware import AccessLogMiddleware, BodyLimitMiddleware, MetricsMiddleware, enable_access_log
+from app.api.otel import install_otel
 from app.api.rights import rights_of
 from app.auth.authority import Authority, configure_audit_log
 from app.auth.cache import AccessCache
@@ -122,6 +124,7 @@ def create_app(settings: Settings | None = None) -> FastAPI:
         # Level 1: JSON of messages shrinks most of the way at a fraction of level 9's CPU.
         app.add_middleware(GZipMiddleware, minimum_size=settings.gzip_min_bytes, compresslevel=1)
     app.add_middleware(MetricsMiddleware)
+    install_otel(app, os.environ)  # server spans, only when OTEL_* asks for them and the packages are there
     if settings.access_log:  # outermost, so a line's duration covers all the broker did
         enable_access_log()
         app.add_middleware(AccessLogMiddleware)

@@ -2,9 +2,12 @@
 
 from __future__ import annotations
 
+import pytest
 from fastapi.testclient import TestClient
 
-from tests.integration.conftest import create_topic, read_all
+from app.api.otel import install_otel
+from app.main import create_app
+from tests.integration.conftest import create_topic, make_settings, read_all
 
 PARENT = "00-4bf92f3577b34da6a3ce929d0e0e4736-00f067aa0ba902b7-01"
 TRACED = {"traceparent": PARENT, "tracestate": "vendor=abc"}
@@ -27,3 +30,29 @@ def test_a_trace_follows_its_messages(client: TestClient) -> None:
     assert check["message_id"] == message_id and check["headers"] == TRACED
     assert client.post(f"/v1/half-messages/{message_id}/commit").status_code == 200
     assert read_all(client, "t")[-1]["headers"] == TRACED
+
+
+def test_opentelemetry_spans_only_when_asked_for(database_url: str) -> None:
+    """With OTEL_TRACES_EXPORTER set, each request is a server span, a child of the caller's traceparent."""
+    pytest.importorskip("opentelemetry.instrumentation.asgi")
+    from opentelemetry import trace
+    from opentelemetry.sdk.trace import TracerProvider
+    from opentelemetry.sdk.trace.export import SimpleSpanProcessor
+    from opentelemetry.sdk.trace.export.in_memory_span_exporter import InMemorySpanExporter
+
+    exported = InMemorySpanExporter()
+    provider = TracerProvider()  # this test's own, not the process's: other tests see no spans
+    provider.add_span_processor(SimpleSpanProcessor(exported))
+    app = create_app(make_settings(database_url))
+    assert install_otel(app, {}, provider) is False  # nothing asked: nothing installed, nothing imported
+    assert install_otel(app, {"OTEL_TRACES_EXPORTER": "none", "OTEL_EXPORTER_OTLP_ENDPOINT": "http://x"}, provider) is False
+    assert install_otel(app, {"OTEL_TRACES_EXPORTER": "otlp"}, provider) is True
+    with TestClient(app) as client:
+        create_topic(client, "t")
+        assert client.post("/v1/topics/t/messages", json={"messages": [{"value": 2}]}, headers=TRACED).status_code == 200
+        client.get("/metrics")  # scrapes make no spans
+    servers = [s for s in exported.get_finished_spans() if s.kind is trace.SpanKind.SERVER]
+    assert [s.name.split()[0] for s in servers] == ["POST", "POST"]  # the topic's creation and the produce
+    traced = servers[-1]
+    assert traced.context.trace_id == int(PARENT.split("-")[1], 16)
+    assert traced.parent is not None and traced.parent.span_id == int(PARENT.split("-")[2], 16)
