@@ -126,6 +126,9 @@ def db_downgrade(
 
     with database_of(settings_with(database_url=database_url).database_url, must_exist=True) as engine:
         before = revisions(engine).current
+        if before is None:  # an empty database (or one taken back to base): there is nothing to undo
+            console.print("[red]error:[/red] the database has no schema, so there is nothing to downgrade", highlight=False)
+            raise typer.Exit(1)
         if not yes:
             console.print(
                 f"[red]error:[/red] this takes the database from {before} back to {revision} and drops what the "

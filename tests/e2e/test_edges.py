@@ -76,6 +76,12 @@ def test_db_verbs_with_no_database_or_a_bogus_url(tmp_path: Path) -> None:
     one_line_refusal(halfmq("db", "current", cwd=tmp_path), EXIT_NOT_FOUND, "no database", "halfmq.db")
     one_line_refusal(halfmq("db", "downgrade", "base", "--yes", cwd=tmp_path), EXIT_NOT_FOUND, "no database")
     assert list(tmp_path.iterdir()) == []  # nothing was created where there was no database
+    empty = tmp_path / "empty.db"
+    empty.touch()  # a database with no schema: nothing to downgrade, and current says so
+    at_empty = ("--database-url", f"sqlite:///{empty}")
+    one_line_refusal(halfmq("db", "downgrade", "base", "--yes", *at_empty), EXIT_REFUSED, "no schema")
+    behind = halfmq("db", "current", *at_empty)
+    assert behind.returncode == EXIT_REFUSED and "no schema yet" in behind.stdout and "Traceback" not in behind.stderr
 
 
 def test_a_url_that_is_not_a_brokers_root_is_a_usage_error(url: str) -> None:
