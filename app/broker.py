@@ -11,7 +11,7 @@ from dataclasses import dataclass
 from app.handle import BrokerHandle
 from checker.jobs import BackgroundJobs
 from half_store.domain.errors import StorageUnavailable
-from half_store.metrics import GROUP_MEMBERS, LONG_POLL_WAITERS, core_metrics
+from half_store.metrics import CONSUMER_LAG, GROUP_MEMBERS, LONG_POLL_WAITERS, core_metrics
 from half_store.services.access import AccessService
 from half_store.services.admin import AdminService
 from half_store.services.batch_log import BatchLog
@@ -105,6 +105,11 @@ class Broker(BrokerHandle):
             GROUP_MEMBERS.clear()  # a group whose members are all gone drops out instead of staying at its last count
             for group, members in counts.items():
                 GROUP_MEMBERS.labels(group).set(members)
+        with contextlib.suppress(StorageUnavailable):  # the gauges keep their last values; /readyz tells the outage
+            lags = await self.groups.lags()
+            CONSUMER_LAG.clear()  # a deleted group or topic drops out instead of staying at its last lag
+            for found in lags:
+                CONSUMER_LAG.labels(found.group, found.topic, str(found.partition)).set(found.lag)
         with contextlib.suppress(StorageUnavailable):  # the gauge keeps its last value; /readyz tells the outage
             await self.shares.refresh_locked_gauge()
         with contextlib.suppress(StorageUnavailable):

@@ -53,15 +53,23 @@ if TYPE_CHECKING:
     from half_store.domain.records import (
         AppendResult,
         FetchResult,
+        GroupLag,
         GroupOffset,
         OffsetCommit,
         ProducerIdentity,
         ProducerStamp,
         Record,
+        StoredMessage,
         Topic,
     )
     from half_store.domain.rocketmq_records import ListenerRecord
-    from half_store.domain.share_records import Acknowledgement, ReceiptResult, ShareReceived, ShareTopicView
+    from half_store.domain.share_records import (
+        Acknowledgement,
+        ReceiptResult,
+        ShareGroupSummary,
+        ShareReceived,
+        ShareTopicView,
+    )
     from half_store.domain.txn_state import TxnState
     from half_store.services.coordinator import TransactionView
     from half_store.services.half_messages import Prepared
@@ -154,6 +162,8 @@ class HalfMessageCalls(Protocol):
 
     async def list_messages(self, producer_group: str | None, state: HalfState | None, limit: int) -> list[HalfMessage]: ...
 
+    async def bodies(self, halves: list[HalfMessage]) -> dict[str, StoredMessage]: ...
+
     async def register_listener(self, listener: Listener) -> None: ...
 
     async def remove_listener(self, producer_group: str, instance_id: str) -> None: ...
@@ -239,6 +249,8 @@ class GroupCalls(Protocol):
 
     async def list_groups(self) -> list[GroupSummary]: ...
 
+    async def lags(self) -> list[GroupLag]: ...
+
     async def describe(self, group: str) -> GroupView: ...
 
 
@@ -264,6 +276,10 @@ class ShareGroupCalls(Protocol):
     async def acknowledge_in_transaction(self, txn_id: str, group: str, receipts: Sequence[str]) -> list[ReceiptResult]: ...
 
     async def describe(self, group: str) -> list[ShareTopicView]: ...
+
+    async def list_groups(self) -> list[ShareGroupSummary]: ...
+
+    async def delete_group(self, group: str) -> None: ...
 
 
 @runtime_checkable

@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import ipaddress
 import logging
+import os
 from collections.abc import AsyncIterator, Callable
 from contextlib import asynccontextmanager
 from typing import TYPE_CHECKING, Any
@@ -11,6 +12,7 @@ from typing import TYPE_CHECKING, Any
 import fastapi.routing
 from fastapi import Depends, FastAPI
 from fastapi.routing import APIRoute
+from starlette.middleware.gzip import GZipMiddleware
 
 from app import __version__
 from app.api import (
@@ -28,9 +30,11 @@ from app.api import (
 )
 from app.api.authorize import ListingFilterMiddleware, RequestGate, authorize
 from app.api.direct_routes import DirectRoutes
+from app.api.docs_routes import install_docs
 from app.api.errors import install_error_handlers
 from app.api.long_polls import LongPollQuota
 from app.api.middleware import AccessLogMiddleware, BodyLimitMiddleware, MetricsMiddleware, enable_access_log
+from app.api.otel import install_otel
 from app.api.rights import rights_of
 from app.auth.authority import Authority, configure_audit_log
 from app.auth.cache import AccessCache
@@ -101,6 +105,8 @@ def create_app(settings: Settings | None = None, shared: SharedCore | None = Non
         version=__version__,
         summary="Transactional message broker: RocketMQ-style half messages and Kafka/Pulsar-style transactions.",
         lifespan=lifespan,
+        docs_url=None,  # served from the broker's own assets (install_docs), not a CDN
+        redoc_url=None,
         # Every route, of every router included now or later, goes through the one authorizing dependency.
         dependencies=[Depends(authorize)],
     )
@@ -109,6 +115,7 @@ def create_app(settings: Settings | None = None, shared: SharedCore | None = Non
         settings.max_long_poll_waiters_per_principal or max(1, settings.max_long_poll_waiters // 4)
     )
     install_error_handlers(app)
+    install_docs(app)
     app.include_router(log_routes.router)
     app.include_router(admin_routes.router)
     app.include_router(txn_routes.router)
@@ -125,7 +132,11 @@ def create_app(settings: Settings | None = None, shared: SharedCore | None = Non
     app.add_middleware(BodyLimitMiddleware, max_bytes=settings.max_request_bytes, timeout_seconds=settings.body_timeout_seconds)
     app.add_middleware(ListingFilterMiddleware)
     app.add_middleware(RequestGate)  # outside the body limit: a request is authenticated before its body is read
+    if settings.gzip_min_bytes:  # outside the listing filter, which rewrites answers: compress what is finally sent
+        # Level 1: JSON of messages shrinks most of the way at a fraction of level 9's CPU.
+        app.add_middleware(GZipMiddleware, minimum_size=settings.gzip_min_bytes, compresslevel=1)
     app.add_middleware(MetricsMiddleware)
+    install_otel(app, os.environ)  # server spans, only when OTEL_* asks for them and the packages are there
     if settings.access_log:  # outermost, so a line's duration covers all the broker did
         enable_access_log()
         app.add_middleware(AccessLogMiddleware)

@@ -95,6 +95,13 @@ GROUP_MEMBERS = Gauge(
     ["group"],
     registry=CORE_REGISTRY,
 )
+CONSUMER_LAG = Gauge(
+    "halfmq_consumer_group_lag",
+    "Committed records a consumer group has still to read in a partition (transaction markers not counted), "
+    "read from the database when scraped",
+    ["group", "topic", "partition"],
+    registry=CORE_REGISTRY,
+)
 GROUP_REBALANCES = Counter(
     "halfmq_consumer_group_rebalances_total",
     "Target assignments recomputed to a different one, by what set it off",

@@ -52,6 +52,7 @@ __all__ = [
     "create_token",
     "create_topic",
     "delete_acl",
+    "delete_share_group",
     "delete_topic",
     "describe_group",
     "describe_share_group",
@@ -73,9 +74,11 @@ __all__ = [
     "list_groups",
     "list_half_messages",
     "list_principals",
+    "list_share_groups",
     "list_tokens",
     "list_topics",
     "list_transactions",
+    "offsets_for_time",
     "poll_checks",
     "prepare_half_message",
     "produce",
@@ -316,6 +319,16 @@ def commit_group_offsets(
     Setting an offset twice is harmless."""
     body = {"offsets": _offsets_json(offsets, metadata), **_member_json(member)}
     return Call("POST", f"/v1/groups/{_seg(group)}/offsets", json=body, parse=_ignore)
+
+
+def offsets_for_time(topic: str, timestamp_ms: int, *, isolation: str = "read_committed") -> Call[dict[int, int]]:
+    """``GET /v1/topics/{topic}/offsets?timestamp=`` (Kafka's offsets-for-times) → ``{partition: offset}``:
+    per partition, the first offset whose message's timestamp is at or after ``timestamp_ms`` (the end
+    where there is none yet). Seek there, or commit them as a group's offsets to reset it by time."""
+    return Call(
+        "GET", f"/v1/topics/{_seg(topic)}/offsets", params={"timestamp": timestamp_ms, "isolation": isolation},
+        parse=lambda body: {int(p["partition"]): int(p["offset"]) for p in body.get("partitions") or []},
+    )
 
 
 def group_offsets(group: str) -> Call[list[CommittedOffset]]:
@@ -569,6 +582,16 @@ def share_extend(group: str, receipts: Sequence[str], lock_ms: int) -> Call[list
 def describe_share_group(group: str) -> Call[ShareGroupInfo]:
     """``GET /v1/share-groups/{group}``."""
     return Call("GET", f"/v1/share-groups/{_seg(group)}", parse=ShareGroupInfo.from_json)
+
+
+def list_share_groups() -> Call[list[dict[str, Any]]]:
+    """``GET /v1/share-groups`` → ``[{"group", "topics", "locked", "accepted", "dlq"}]``."""
+    return Call("GET", "/v1/share-groups", parse=lambda body: list(body.get("share_groups") or []))
+
+
+def delete_share_group(group: str) -> Call[None]:
+    """``DELETE /v1/share-groups/{group}`` (409 SHARE_GROUP_IN_USE while a record is locked)."""
+    return Call("DELETE", f"/v1/share-groups/{_seg(group)}", parse=_ignore)
 
 
 def list_delayed_messages(topic: str | None = None, limit: int | None = None) -> Call[list[dict[str, Any]]]:

@@ -80,6 +80,10 @@ class Client(SyncBase):
 
     # --- consumer groups ----------------------------------------------------------
 
+    def offsets_for_time(self, topic: str, timestamp_ms: int) -> dict[int, int]:
+        """Per partition of ``topic``, the first offset written at or after ``timestamp_ms`` (the end if none)."""
+        return self._transport.call(calls.offsets_for_time(topic, timestamp_ms))
+
     def commit_offsets(self, group: str, offsets: Mapping[TopicPartition, int]) -> None:
         """Set ``group``'s committed offsets (``{(topic, partition): next offset to read}``)."""
         self._transport.call(calls.commit_group_offsets(group, offsets))

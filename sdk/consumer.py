@@ -174,6 +174,16 @@ class Consumer(SyncBase):
         self._ensure_ready()
         self._core.seek((topic, partition), offset)
 
+    def seek_to_time(self, timestamp_ms: int) -> None:
+        """Read every assigned partition from the first message written at or after ``timestamp_ms``
+        (ms since the epoch; a partition with none yet from its end): Kafka's ``offsetsForTimes`` + ``seek``."""
+        assigned = self.assignment()
+        for topic in sorted({t for t, _ in assigned}):
+            found = self._transport.call(calls.offsets_for_time(topic, timestamp_ms, isolation=self.isolation_level))
+            for t, partition in assigned:
+                if t == topic and partition in found:
+                    self.seek(t, partition, found[partition])
+
     def committed(self) -> dict[TopicPartition, int]:
         """The group's committed offsets as last committed or read by this consumer."""
         return dict(self._core.committed)

@@ -54,7 +54,7 @@ def _rebuild(cls: type[HalfmqError], message: str, code: str, status: int | None
 
 
 class InvalidRequestError(HalfmqError):
-    """INVALID_REQUEST (400): the broker refused a malformed request."""
+    """INVALID_REQUEST (400): a request body the broker could not read (not JSON)."""
 
     code, status = "INVALID_REQUEST", 400
 
@@ -266,9 +266,9 @@ class InternalError(HalfmqError):
 
 
 class InvalidTransactionTimeoutError(HalfmqError):
-    """INVALID_TRANSACTION_TIMEOUT (400): a transaction timeout above the broker's maximum."""
+    """INVALID_TRANSACTION_TIMEOUT (422): a transaction timeout above the broker's maximum."""
 
-    code, status = "INVALID_TRANSACTION_TIMEOUT", 400
+    code, status = "INVALID_TRANSACTION_TIMEOUT", 422
 
 
 class UnauthenticatedError(HalfmqError):
@@ -323,6 +323,12 @@ class ShareGroupNotFoundError(HalfmqError):
     """SHARE_GROUP_NOT_FOUND (404): the share group has never received from any topic."""
 
     code, status = "SHARE_GROUP_NOT_FOUND", 404
+
+
+class ShareGroupInUseError(HalfmqError):
+    """SHARE_GROUP_IN_USE (409): deleting a share group while some of its records are locked."""
+
+    code, status = "SHARE_GROUP_IN_USE", 409
 
 
 # --- raised by the SDK itself ----------------------------------------------------------
@@ -410,6 +416,7 @@ ERRORS_BY_CODE: dict[str, type[HalfmqError]] = {
         FencedMemberEpochError,
         InvalidSessionTimeoutError,
         ShareGroupNotFoundError,
+        ShareGroupInUseError,
     )
 }
 """Every broker error code this SDK knows, mapped to its exception class."""

@@ -5,12 +5,13 @@ from __future__ import annotations
 from typing import Annotated
 
 from fastapi import APIRouter, Query, Request
+from pydantic import Field
 from starlette.responses import Response
 from typing_extensions import TypedDict
 
 from app.api.encoding import JsonResponse
 from app.api.log_routes import ERRORS, TopicPath, broker_of
-from app.api.models import NO_NUL, PartitionDescription, TopicAlter, TopicDescription
+from app.api.models import NO_NUL, Isolation, PartitionDescription, TopicAlter, TopicDescription
 from app.api.rights import ALTER, DESCRIBE, TOPIC, cluster, path, require, rights
 from half_store.domain.admin_records import (
     RETENTION_KEYS,
@@ -20,6 +21,7 @@ from half_store.domain.admin_records import (
     TransactionListing,
 )
 from half_store.domain.errors import ValidationFailed
+from half_store.domain.log_batches import LATEST_TIMESTAMP, OffsetQuery
 from half_store.domain.txn_state import TxnState
 
 router = APIRouter(prefix="/v1", responses=ERRORS)
@@ -104,6 +106,52 @@ def transaction_json(txn: TransactionListing) -> TransactionListed:
 @rights(require(TOPIC, DESCRIBE, path("topic")))
 async def describe_topic(topic: TopicPath, request: Request) -> Response:
     return JsonResponse(topic_json(await broker_of(request).admin.describe_topic(topic)))
+
+
+class OffsetForTime(TypedDict):
+    partition: int
+    offset: Annotated[int, Field(description="The first offset whose message's timestamp is at or after the time; "
+                                             "the end (LSO or high watermark) when none is yet")]
+    timestamp: Annotated[int | None, Field(description="That message's timestamp; null when there is none")]
+
+
+class OffsetsForTime(TypedDict):
+    topic: str
+    timestamp: int
+    partitions: list[OffsetForTime]
+
+
+@router.get("/topics/{topic}/offsets", response_model=OffsetsForTime, tags=["topics"])
+@rights(require(TOPIC, DESCRIBE, path("topic")))
+async def offsets_for_time(
+    topic: TopicPath,
+    request: Request,
+    timestamp: Annotated[int, Query(ge=0, le=253_402_300_799_999, description="ms since the epoch")],
+    isolation: Isolation = "read_committed",
+) -> Response:
+    """Where to start reading to see what was written from ``timestamp`` on (Kafka's offsets-for-times).
+
+    Per partition, the first offset whose message has a timestamp at or after it; a
+    partition with none (yet) answers its end, so a reader started there waits for new
+    messages. Fetch from these offsets, or commit them as a group's (a reset by time).
+    """
+    broker = broker_of(request)
+    described = await broker.admin.describe_topic(topic)
+    queries = [OffsetQuery(topic, p.partition, timestamp) for p in described.partitions]
+    ends = [OffsetQuery(topic, p.partition, LATEST_TIMESTAMP) for p in described.partitions]
+    found = await broker.batches.list_offsets([*queries, *ends], isolation)
+    at, end = found[: len(queries)], found[len(queries) :]
+    answer: OffsetsForTime = {
+        "topic": topic,
+        "timestamp": timestamp,
+        "partitions": [
+            {"partition": a.partition, "offset": a.offset, "timestamp": a.timestamp}
+            if a.offset >= 0
+            else {"partition": a.partition, "offset": e.offset, "timestamp": None}
+            for a, e in zip(at, end, strict=True)
+        ],
+    }
+    return JsonResponse(answer)
 
 
 @router.patch("/topics/{topic}", response_model=TopicDescription, tags=["topics"])

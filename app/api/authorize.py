@@ -24,7 +24,7 @@ from pydantic import BaseModel, ValidationError
 from starlette.types import ASGIApp, Message, Receive, Scope, Send
 
 from app.api.errors import describe_validation, error_response, refused_media_type
-from app.api.rights import Listing, RouteRights, refusal, rights_of
+from app.api.rights import Listing, Redaction, RouteRights, refusal, rights_of
 from app.auth.authority import Authority
 from app.auth.cache import AccessCache
 from app.handle import BrokerHandle
@@ -33,7 +33,6 @@ from half_store.domain.errors import (
     BrokerError,
     Forbidden,
     HalfMessageNotFound,
-    UnsupportedMediaType,
     UriTooLong,
     ValidationFailed,
 )
@@ -86,9 +85,9 @@ class _Facts:
             raw = await self._request.body()  # Starlette keeps it: the route parses the same bytes
             if not raw:
                 return None  # an optional body left out: the rules see no fields, the route its defaults
-            media_type = refused_media_type(self._request.headers.get("content-type"), has_body=True)
-            if media_type is not None:
-                raise UnsupportedMediaType(f"the request body must be application/json, not {media_type}")
+            refusal = refused_media_type(self._request.headers.get("content-type"), has_body=True)
+            if refusal is not None:
+                raise refusal
             try:
                 self._body = model.model_validate_json(raw)
             except ValidationError as error:
@@ -173,8 +172,8 @@ async def authorize(
         for need in await rule.needs(facts):
             if not cache.allows(principal, need):
                 raise _refuse(request, authority, principal, refusal(rule, need))
-    if declared.listings:
-        request.scope[VISIBLE_KEY] = _visible_filter(cache, principal, declared.listings)
+    if declared.listings or declared.redactions:
+        request.scope[VISIBLE_KEY] = _visible_filter(cache, principal, declared.listings, declared.redactions)
 
 
 def principal_of(request: Request) -> str | None:
@@ -183,7 +182,15 @@ def principal_of(request: Request) -> str | None:
     return None if found is None else str(found)
 
 
-def _visible_filter(cache: AccessCache, principal: str, listings: tuple[Listing, ...]) -> Any:
+def _visible_filter(
+    cache: AccessCache, principal: str, listings: tuple[Listing, ...], redactions: tuple[Redaction, ...] = ()
+) -> Any:
+    def redact(item: dict[str, Any], redaction: Redaction) -> None:
+        if not cache.allows(principal, Need(redaction.kind, str(item.get(redaction.name_field)), redaction.operation)):
+            for name in redaction.fields:
+                item.pop(name, None)
+            item[redaction.hidden_flag] = True
+
     def visible(answer: dict[str, Any]) -> dict[str, Any]:
         for listing in listings:
             items = answer.get(listing.items)
@@ -196,6 +203,11 @@ def _visible_filter(cache: AccessCache, principal: str, listings: tuple[Listing,
                         for kind, field in listing.names.items()
                     )
                 ]
+        for redaction in redactions:
+            found = answer if redaction.items is None else answer.get(redaction.items)
+            for item in found if isinstance(found, list) else [found]:
+                if isinstance(item, dict):
+                    redact(item, redaction)
         return answer
 
     return visible

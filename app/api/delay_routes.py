@@ -13,6 +13,7 @@ from app.api.encoding import JsonResponse, to_record
 from app.api.log_routes import ERRORS, TopicPath, broker_of, check_batch_size, limits_of
 from app.api.models import NO_NUL, MessageFields, Strict
 from app.api.rights import TOPIC, WRITE, listing, path, require, rights
+from app.api.tracing import trace_context
 from half_store.domain.delay_records import ScheduledMessage
 from half_store.domain.records import now_ms
 
@@ -75,7 +76,8 @@ async def schedule(topic: TopicPath, body: DelayedProduce, request: Request) -> 
     check_batch_size(broker, len(body.messages))
     limits = limits_of(request)
     now = now_ms()
-    records = [to_record(m, limits) for m in body.messages]
+    trace = trace_context(request)
+    records = [to_record(m, limits, trace=trace) for m in body.messages]
     times = [m.deliver_at if m.deliver_at is not None else now + (m.delay_ms or 0) for m in body.messages]
     scheduled = await broker.delays.schedule(topic, records, times, [m.partition for m in body.messages])
     answer: ScheduledList = {"scheduled": [describe(s) for s in scheduled]}

@@ -17,6 +17,7 @@ import orjson
 from starlette.responses import Response
 
 from app.api.models import MessageFields, MessageOut
+from app.api.tracing import TRACEPARENT
 from half_store.domain.constants import VALUE_BINARY, VALUE_JSON
 from half_store.domain.errors import ValidationFailed
 from half_store.domain.json_bytes import stored_json
@@ -37,14 +38,19 @@ class JsonResponse(Response):
         return orjson.dumps(content)
 
 
-def to_record(message: MessageFields, limits: MessageLimits, *, timestamp: int | None = None) -> Record:
+def to_record(
+    message: MessageFields, limits: MessageLimits, *, timestamp: int | None = None, trace: dict[str, str] | None = None
+) -> Record:
+    """A wire message as a log record; ``trace`` (the request's trace context) joins its headers unless it has its own."""
     json_value = None
     if message.value_base64 is None:
         try:
             json_value = stored_json(message.value)
         except TypeError as error:  # e.g. an integer beyond 64 bits
             raise ValidationFailed(f"value cannot be stored as JSON: {error}") from error
-    return record_of(message.key, json_value, message.value_base64, message.headers, message.tag, limits, timestamp)
+    return record_of(
+        message.key, json_value, message.value_base64, message.headers, message.tag, limits, timestamp, trace
+    )
 
 
 def record_of(
@@ -55,6 +61,7 @@ def record_of(
     tag: str | None,
     limits: MessageLimits,
     timestamp: int | None,
+    trace: dict[str, str] | None = None,
 ) -> Record:
     """A message's log record: ``json_value`` is its value's JSON text, else ``value_base64`` holds it."""
     if value_base64 is not None:
@@ -66,7 +73,8 @@ def record_of(
     else:
         assert json_value is not None
         value, kind = json_value, VALUE_JSON
-    encoded = encode_headers(headers if tag is None else {**headers, TAG_HEADER: tag}, limits)
+    given = headers if trace is None or TRACEPARENT in headers else {**trace, **headers}
+    encoded = encode_headers(given if tag is None else {**given, TAG_HEADER: tag}, limits)
     limits.check_size(value, key, encoded)
     return Record(key, value, kind, encoded, now_ms() if timestamp is None else timestamp)
 

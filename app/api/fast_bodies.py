@@ -114,12 +114,14 @@ def _utf8(text: bytes) -> bool:
     return True
 
 
-def raw_records(body: DecodedProduce, limits: MessageLimits) -> PackedList[Record]:
+def raw_records(
+    body: DecodedProduce, limits: MessageLimits, trace: dict[str, str] | None = None
+) -> PackedList[Record]:
     """The log records of a decoded body, each value as it was sent (raises what ``to_record`` raises)."""
     return PackedList(
         Record,
         (
-            record_of(m.key, value, m.value_base64, m.headers, m.tag, limits, m.timestamp)
+            record_of(m.key, value, m.value_base64, m.headers, m.tag, limits, m.timestamp, trace)
             for m, value in zip(body.messages, body.values, strict=True)
         ),
     )

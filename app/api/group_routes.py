@@ -66,6 +66,7 @@ class GroupSummaryOut(TypedDict):
     group: str
     state: str
     members: int
+    lag: Annotated[int, Field(description="Committed records still to read in all its partitions (markers not counted)")]
 
 
 class GroupList(TypedDict):
@@ -137,7 +138,9 @@ def _member(view: MemberView) -> MemberOut:
 @rights(listing("groups", {GROUP: "group"}))
 async def list_groups(request: Request) -> Response:
     found = await broker_of(request).groups.list_groups()
-    answer: GroupList = {"groups": [{"group": g.group, "state": g.state.value, "members": g.members} for g in found]}
+    answer: GroupList = {
+        "groups": [{"group": g.group, "state": g.state.value, "members": g.members, "lag": g.lag} for g in found]
+    }
     return JsonResponse(answer)
 
 

@@ -2,34 +2,39 @@
 
 from __future__ import annotations
 
-from typing import Annotated, Literal, NotRequired
+import base64
+from typing import Annotated, Any, Literal, NotRequired, cast
 
+import orjson
 from fastapi import APIRouter, Path, Query, Request
 from pydantic import Field
 from starlette.responses import Response
 from typing_extensions import TypedDict
 
-from app.api.encoding import JsonResponse, to_record
+from app.api.encoding import JsonResponse, json_text, to_record
 from app.api.log_routes import ERRORS, broker_of, limits_of
 from app.api.long_polls import long_poll_slot
 from app.api.models import NO_NUL, GroupName, Identifier, MessageFields, Strict, TopicName
 from app.api.rights import (
     DESCRIBE,
     PRODUCER_GROUP,
+    READ,
     TOPIC,
     WRITE,
     body,
     half_message,
     listing,
     path,
+    redacted,
     require,
     rights,
 )
-from half_store.domain.constants import CHECK_HISTORY_KEPT
-from half_store.domain.errors import InvalidRequest
+from app.api.tracing import trace_context
+from half_store.domain.constants import CHECK_HISTORY_KEPT, VALUE_BINARY
+from half_store.domain.errors import ValidationFailed
 from half_store.domain.half_records import CheckPayload, HalfMessage, Listener
 from half_store.domain.half_state import HalfState
-from half_store.domain.records import now_ms
+from half_store.domain.records import StoredMessage, now_ms
 
 router = APIRouter(prefix="/v1", responses=ERRORS)
 MessageIdPath = Annotated[str, Path(min_length=1, max_length=64, pattern=NO_NUL)]
@@ -80,6 +85,24 @@ class HalfDescription(TypedDict):
     resolved_at: Annotated[int | None, Field(description="When it was resolved (ms since the epoch); null while PREPARED")]
 
 
+class HalfBody(TypedDict):
+    """The message itself: ``topic:read`` on its topic, else ``body_hidden``; absent once retention deleted it."""
+
+    key: NotRequired[str | None]
+    headers: NotRequired[dict[str, str]]
+    value: NotRequired[Any]
+    value_base64: NotRequired[Annotated[str, Field(description="A binary value, as base64")]]
+    body_hidden: NotRequired[
+        Annotated[bool, Field(description="true when the caller may not read the topic: no key, value, headers")]
+    ]
+
+
+class HalfListed(HalfDescription, HalfBody):
+    """A list's item: the value cut to 256 characters (a cut JSON value as the start of its JSON text)."""
+
+    value_truncated: NotRequired[Annotated[bool, Field(description="value or value_base64 was cut to 256 characters")]]
+
+
 class CheckOut(TypedDict):
     at_ms: int
     instance_id: Annotated[str | None, Field(description="The listener asked; null when none was live (answer ERROR)")]
@@ -87,12 +110,12 @@ class CheckOut(TypedDict):
     latency_ms: int | None
 
 
-class HalfDetail(HalfDescription):
+class HalfDetail(HalfDescription, HalfBody):
     checks: Annotated[list[CheckOut], Field(description=f"The last {CHECK_HISTORY_KEPT} back-checks, oldest first")]
 
 
 class HalfList(TypedDict):
-    half_messages: list[HalfDescription]
+    half_messages: list[HalfListed]
 
 
 class ListenerIn(Strict):
@@ -131,6 +154,39 @@ def describe(half: HalfMessage) -> HalfDescription:
     }
 
 
+PREVIEW_CHARS = 256  # of a value in a list: enough to recognise a message, not a page of it
+BODY_FIELDS = ("key", "headers", "value", "value_base64", "value_truncated")
+# A half message's body is its topic's data: seeing it needs the read right a fetch of that topic needs.
+BODY_RIGHT = (TOPIC, "topic", READ, BODY_FIELDS, "body_hidden")
+
+
+def body_fields(body: StoredMessage | None, *, preview: bool) -> dict[str, Any]:
+    """A half message's key, value and headers (:class:`HalfBody`; none once retention deleted them).
+
+    A preview (a list's item) cuts the value to :data:`PREVIEW_CHARS`: a string value to
+    its first characters, any other JSON value to the start of its JSON text (a string
+    then), a binary one to the start of its base64; ``value_truncated`` says so.
+    """
+    if body is None:
+        return {}
+    fields: dict[str, Any] = {"key": body.key, "headers": json_text(body.headers) if body.headers else {}}
+    cut = False
+    if body.value_kind == VALUE_BINARY:
+        encoded = base64.b64encode(body.value).decode()
+        cut = preview and len(encoded) > PREVIEW_CHARS
+        fields["value_base64"] = encoded[:PREVIEW_CHARS] if cut else encoded
+    elif not preview or len(body.value) <= PREVIEW_CHARS:  # bytes ≥ characters: short enough either way
+        fields["value"] = json_text(body.value)
+    else:
+        value = orjson.loads(body.value)
+        text = value if isinstance(value, str) else body.value.decode()
+        cut = len(text) > PREVIEW_CHARS
+        fields["value"] = text[:PREVIEW_CHARS] if cut else value
+    if preview:
+        fields["value_truncated"] = cut
+    return fields
+
+
 def resolved(half: HalfMessage) -> HalfResolved:
     body: HalfResolved = {"message_id": half.message_id, "state": half.state}
     resolution = half.resolution
@@ -154,7 +210,7 @@ async def prepare(body: HalfMessageIn, request: Request) -> Response:
     prepared = await broker.halves.prepare(
         body.topic,
         body.producer_group,
-        to_record(body, limits_of(request)),
+        to_record(body, limits_of(request), trace=trace_context(request)),
         partition=body.partition,
         transaction_id=body.transaction_id,
         check_immunity_seconds=body.check_immunity_seconds,
@@ -177,9 +233,12 @@ async def rollback(message_id: MessageIdPath, request: Request) -> Response:
 
 
 @router.get("/half-messages/{message_id}", response_model=HalfDetail, tags=["half messages"])
-@rights(half_message("message_id", DESCRIBE))
+@rights(half_message("message_id", DESCRIBE), redacted(None, *BODY_RIGHT))
 async def get_half(message_id: MessageIdPath, request: Request) -> Response:
-    half, checks = await broker_of(request).halves.describe(message_id)
+    """The half message, its back-checks and its key, value and headers (these with ``topic:read`` only)."""
+    halves = broker_of(request).halves
+    half, checks = await halves.describe(message_id)
+    bodies = await halves.bodies([half])
     history: list[CheckOut] = [
         {
             "at_ms": c.at_ms,
@@ -189,7 +248,7 @@ async def get_half(message_id: MessageIdPath, request: Request) -> Response:
         }
         for c in checks
     ]
-    answer: HalfDetail = {**describe(half), "checks": history}
+    answer = cast(HalfDetail, {**describe(half), **body_fields(bodies.get(message_id), preview=False), "checks": history})
     return JsonResponse(answer)
 
 
@@ -204,7 +263,7 @@ async def recheck(message_id: MessageIdPath, request: Request) -> Response:
 
 
 @router.get("/half-messages", response_model=HalfList, tags=["half messages"])
-@rights(listing("half_messages", {PRODUCER_GROUP: "producer_group", TOPIC: "topic"}))
+@rights(listing("half_messages", {PRODUCER_GROUP: "producer_group", TOPIC: "topic"}), redacted("half_messages", *BODY_RIGHT))
 async def list_halves(
     request: Request,
     producer_group: Annotated[str | None, Query(max_length=255, pattern=NO_NUL, description="empty: any")] = None,
@@ -212,8 +271,11 @@ async def list_halves(
     limit: Annotated[int, Query(ge=1, le=10_000)] = 1000,
 ) -> Response:
     # An empty filter (`?producer_group=&state=`) means no filter, as in the contract's own example.
-    found = await broker_of(request).halves.list_messages(producer_group or None, state or None, limit)
-    answer: HalfList = {"half_messages": [describe(h) for h in found]}
+    halves = broker_of(request).halves
+    found = await halves.list_messages(producer_group or None, state or None, limit)
+    bodies = await halves.bodies(found)
+    listed = [cast(HalfListed, {**describe(h), **body_fields(bodies.get(h.message_id), preview=True)}) for h in found]
+    answer: HalfList = {"half_messages": listed}
     return JsonResponse(answer)
 
 
@@ -244,7 +306,7 @@ async def poll_checks(
 ) -> Response:
     broker = broker_of(request)
     if max_wait_ms > broker.settings.max_fetch_wait_ms:
-        raise InvalidRequest(f"max_wait_ms is limited to {broker.settings.max_fetch_wait_ms}")
+        raise ValidationFailed(f"max_wait_ms is limited to {broker.settings.max_fetch_wait_ms}")
     with long_poll_slot(request, max_wait_ms):
         checks = await broker.polling.poll(group, instance_id, max_wait_ms, max_checks, client_gone=request.is_disconnected)
     answer: CheckList = {"checks": checks}

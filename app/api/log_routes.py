@@ -49,10 +49,11 @@ from app.api.rights import (
     rights,
     transaction,
 )
+from app.api.tracing import trace_context
 from app.handle import BrokerHandle
 from app.metrics import FETCH_ANSWERS, MESSAGES_IN, MESSAGES_OUT
 from half_store.domain.constants import MAX_INT32, TOPIC_NAME_PATTERN
-from half_store.domain.errors import InvalidRequest, ValidationFailed
+from half_store.domain.errors import ValidationFailed
 from half_store.domain.group_records import MemberRef
 from half_store.domain.message_limits import MessageLimits
 from half_store.domain.records import OffsetCommit, PackedList, ProducerStamp, Record
@@ -98,15 +99,16 @@ async def list_topics(request: Request, include_system: bool = False) -> Respons
 @rights(require(TOPIC, WRITE, path("topic")))
 async def produce(topic: TopicPath, body: ProduceRequest, request: Request) -> Response:
     check_batch_size(broker_of(request), len(body.messages))
-    limits = limits_of(request)
-    records = PackedList(Record, (to_record(m, limits, timestamp=m.timestamp) for m in body.messages))
+    limits, trace = limits_of(request), trace_context(request)
+    records = PackedList(Record, (to_record(m, limits, timestamp=m.timestamp, trace=trace) for m in body.messages))
     return await _append(request, topic, records, [m.partition for m in body.messages])
 
 
 async def produce_raw(topic: str, body: DecodedProduce, request: Request) -> Response:
     """:func:`produce` for a body the direct path decoded with app/api/fast_bodies.py: values stored as sent."""
     check_batch_size(broker_of(request), len(body.messages))
-    return await _append(request, topic, raw_records(body, limits_of(request)), [m.partition for m in body.messages])
+    records = raw_records(body, limits_of(request), trace_context(request))
+    return await _append(request, topic, records, [m.partition for m in body.messages])
 
 
 async def _append(request: Request, topic: str, records: PackedList[Record], partitions: list[int | None]) -> Response:
@@ -130,17 +132,18 @@ async def produce_to_partition(
     broker = broker_of(request)
     check_batch_size(broker, len(body.messages))
     if any(m.partition not in (None, partition) for m in body.messages):
-        raise InvalidRequest(f"a message names another partition than {partition}")
+        raise ValidationFailed(f"a message names another partition than {partition}")
     if body.base_sequence is not None and body.producer_id is None:
-        raise InvalidRequest("base_sequence needs producer_id and producer_epoch")
+        raise ValidationFailed("base_sequence needs producer_id and producer_epoch")
     if body.base_sequence is not None and body.base_sequence + len(body.messages) - 1 > MAX_INT32:
         raise ValidationFailed(f"the batch's sequence numbers run past {MAX_INT32}; start the producer again")
     if body.transactional and (body.producer_id is None or body.producer_epoch is None):
-        raise InvalidRequest("transactional needs producer_id and producer_epoch")
+        raise ValidationFailed("transactional needs producer_id and producer_epoch")
     if body.transactional and body.txn_id is not None:
-        raise InvalidRequest("give txn_id or transactional, not both")
+        raise ValidationFailed("give txn_id or transactional, not both")
     limits = limits_of(request)
-    records = PackedList(Record, (to_record(m, limits, timestamp=m.timestamp) for m in body.messages))
+    trace = trace_context(request)
+    records = PackedList(Record, (to_record(m, limits, timestamp=m.timestamp, trace=trace) for m in body.messages))
     stamp = ProducerStamp(
         body.producer_id, body.producer_epoch, body.base_sequence, body.txn_id, transactional=body.transactional
     )
@@ -195,9 +198,9 @@ async def fetch(
     if max_messages is None:
         max_messages = min(DEFAULT_FETCH_MESSAGES, settings.max_fetch_messages)
     elif max_messages > settings.max_fetch_messages:
-        raise InvalidRequest(f"max_messages is limited to {settings.max_fetch_messages}")
+        raise ValidationFailed(f"max_messages is limited to {settings.max_fetch_messages}")
     if max_wait_ms > settings.max_fetch_wait_ms:
-        raise InvalidRequest(f"max_wait_ms is limited to {settings.max_fetch_wait_ms}")
+        raise ValidationFailed(f"max_wait_ms is limited to {settings.max_fetch_wait_ms}")
     answer_format = negotiate(request.headers.get("accept"))
     with long_poll_slot(request, max_wait_ms):
         result = await broker.log.fetch(
@@ -266,7 +269,7 @@ def member_ref(body: MemberFields) -> MemberRef | None:
 
 def check_batch_size(broker: BrokerHandle, count: int) -> None:
     if count > broker.settings.max_batch_messages:
-        raise InvalidRequest(f"{count} messages in one request is over the limit of {broker.settings.max_batch_messages}")
+        raise ValidationFailed(f"{count} messages in one request is over the limit of {broker.settings.max_batch_messages}")
 
 
 # Routes whose bodies the direct path may decode itself (app/api/fast_bodies.py), and the

@@ -11,7 +11,7 @@ from datetime import UTC, datetime
 from typing import Any
 
 import orjson
-from starlette.routing import compile_path
+from starlette.routing import Mount, compile_path
 from starlette.types import ASGIApp, Message, Receive, Scope, Send
 
 from app.api.errors import error_response
@@ -216,7 +216,11 @@ class RouteTemplates:
     def __init__(self, app: Any) -> None:
         openapi = getattr(app, "openapi", None)
         templates: set[str] = set(openapi().get("paths", {})) if callable(openapi) else set()
-        templates.update(r.path for r in getattr(app, "routes", ()) if isinstance(getattr(r, "path", None), str))
+        for route in getattr(app, "routes", ()):
+            path = getattr(route, "path", None)
+            if isinstance(path, str):
+                # A mount (the docs' assets) serves everything below its path: one name for all of it.
+                templates.add(f"{path}/{{path:path}}" if isinstance(route, Mount) else path)
         # Literal paths before templates with parameters, as a router would prefer them.
         ordered = sorted(templates, key=lambda template: (template.count("{"), template))
         self.patterns: list[tuple[re.Pattern[str], str]] = [(compile_path(t)[0], t) for t in ordered]

@@ -356,6 +356,34 @@ AUTHENTICATED: Rule = _Authenticated()
 """Any known token, no ACL (InitProducerId without a transactional id)."""
 
 
+@dataclass(frozen=True)
+class Redaction:
+    """Lets in whoever the route's other rules let in; the answer then loses ``fields`` where the caller
+    lacks ``operation`` on the resource named by ``name_field`` (of each of its ``items``, or of the
+    answer itself when ``items`` is None), and says so with ``"<hidden_flag>": true``.
+
+    A half message's key, value and headers are its topic's data: describing the half message
+    needs ``describe``, seeing its body needs ``read`` on the topic, as a fetch would.
+    """
+
+    items: str | None
+    kind: ResourceType
+    name_field: str
+    operation: Operation
+    fields: tuple[str, ...]
+    hidden_flag: str
+
+    async def needs(self, facts: RequestFacts) -> Iterable[Need]:
+        return ()
+
+
+def redacted(
+    items: str | None, kind: ResourceType, name_field: str, operation: Operation, fields: tuple[str, ...], hidden_flag: str
+) -> Rule:
+    """Drop ``fields`` from the answer's items whose ``name_field`` resource the caller may not ``operation``."""
+    return Redaction(items, kind, name_field, operation, fields, hidden_flag)
+
+
 # -- the declaration -------------------------------------------------------------------------------------
 
 
@@ -364,6 +392,7 @@ class RouteRights:
     rules: tuple[Rule, ...]
     public: bool = False
     listings: tuple[Listing, ...] = field(default=())
+    redactions: tuple[Redaction, ...] = field(default=())
 
 
 PUBLIC_RIGHTS = RouteRights((), public=True)
@@ -386,7 +415,11 @@ def rights(*rules: Rule | _Public) -> Callable[[F], F]:
         plain = tuple(r for r in rules if not isinstance(r, _Public))
         if not plain:
             raise ValueError("declare at least one rule (AUTHENTICATED for any known token)")
-        declared = RouteRights(plain, listings=tuple(r for r in plain if isinstance(r, Listing)))
+        declared = RouteRights(
+            plain,
+            listings=tuple(r for r in plain if isinstance(r, Listing)),
+            redactions=tuple(r for r in plain if isinstance(r, Redaction)),
+        )
 
     def declare(endpoint: F) -> F:
         setattr(endpoint, RIGHTS_ATTRIBUTE, declared)

@@ -14,6 +14,7 @@ from app.api.log_routes import ERRORS, broker_of, check_batch_size
 from app.api.long_polls import long_poll_slot
 from app.api.models import MessageOut, Strict, TopicName
 from app.api.rights import (
+    ALTER,
     DESCRIBE,
     GROUP,
     READ,
@@ -139,6 +140,18 @@ class ShareGroupDescription(TypedDict):
     topics: list[ShareTopicOut]
 
 
+class ShareGroupListed(TypedDict):
+    group: str
+    topics: Annotated[list[str], Field(description="The topics it has received from")]
+    locked: Annotated[int, Field(description="Records locked now, by a consumer or a transaction")]
+    accepted: int
+    dlq: int
+
+
+class ShareGroupList(TypedDict):
+    share_groups: list[ShareGroupListed]
+
+
 @router.post("/share-groups/{group}/receive", response_model=ShareReceived, tags=["share groups"])
 @rights(require(GROUP, READ, path("group")), require(TOPIC, READ, body("topic")))
 async def receive(group: ShareGroupPath, body: ShareReceive, request: Request) -> Response:
@@ -186,6 +199,29 @@ async def extend(group: ShareGroupPath, body: ShareExtend, request: Request) -> 
     check_batch_size(broker, len(body.receipts))
     check_lock_ms(broker.settings, body.lock_ms)
     return outcomes(await broker.shares.extend(group, body.receipts, body.lock_ms))
+
+
+@router.get("/share-groups", response_model=ShareGroupList, tags=["share groups"])
+@rights(listing("share_groups", {GROUP: "group"}))
+async def list_share_groups(request: Request) -> Response:
+    """Every share group that has received from some topic (those the caller may describe)."""
+    found = await broker_of(request).shares.list_groups()
+    answer: ShareGroupList = {
+        "share_groups": [
+            {"group": g.group, "topics": list(g.topics), "locked": g.locked, "accepted": g.accepted, "dlq": g.dead_lettered}
+            for g in found
+        ]
+    }
+    return JsonResponse(answer)
+
+
+@router.delete("/share-groups/{group}", status_code=204, tags=["share groups"])
+@rights(require(GROUP, ALTER, path("group")))
+async def delete_share_group(group: ShareGroupPath, request: Request) -> Response:
+    """Forget the group's positions and in-flight records: 404 if it never received, 409 SHARE_GROUP_IN_USE while
+    a record is locked. Its DLQ topic stays (delete it as a topic)."""
+    await broker_of(request).shares.delete_group(group)
+    return Response(status_code=204)
 
 
 @router.get("/share-groups/{group}", response_model=ShareGroupDescription, tags=["share groups"])

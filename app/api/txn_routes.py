@@ -37,7 +37,7 @@ from app.api.rights import (
     rights,
     transaction,
 )
-from half_store.domain.records import OffsetCommit
+from half_store.domain.records import OffsetCommit, now_ms
 from half_store.domain.txn_state import TxnState
 
 router = APIRouter(prefix="/v1/transactions", tags=["transactions"], responses=ERRORS)
@@ -70,6 +70,10 @@ class TransactionDescription(TransactionCreated):
     partitions: list[TransactionPartition]
     producer_id: int | None
     producer_epoch: int | None
+    transactional_id: Annotated[str | None, Field(description="Its producer's transactional id; null for an anonymous one")]
+    started_ms: Annotated[int, Field(description="When it began (ms since the epoch)")]
+    age_ms: Annotated[int, Field(description="How long ago it began, by the broker's clock")]
+    last_state_change_ms: Annotated[int | None, Field(description="When its state last changed")]
 
 
 class TransactionOffsetsAdded(TypedDict):
@@ -106,6 +110,10 @@ async def describe_transaction(txn_id: TxnPath, request: Request) -> Response:
         "partitions": [{"topic": t, "partition": p} for t, p in view.partitions],
         "producer_id": txn.producer_id,
         "producer_epoch": txn.producer_epoch,
+        "transactional_id": view.transactional_id,
+        "started_ms": txn.started_at,
+        "age_ms": max(0, now_ms() - txn.started_at),
+        "last_state_change_ms": view.last_state_change_ms,
     }
     return JsonResponse(answer)
 

@@ -19,8 +19,22 @@ import typer
 from rich.markup import escape
 from rich.progress import BarColumn, MofNCompleteColumn, Progress, TextColumn, TimeElapsedColumn
 
-from app.cli.formatting import parse_duration_ms
-from app.cli.remote import DEFAULT_URL, EXIT_REFUSED, JsonOption, Remote, TokenOption, UrlOption, err, fail, out, remote
+from app.cli.formatting import TIME_FORMATS, parse_duration_ms, parse_time_ms, shown_value
+from app.cli.remote import (
+    DEFAULT_URL,
+    EXIT_INTERRUPTED,
+    EXIT_NOT_FOUND,
+    EXIT_REFUSED,
+    EXIT_USAGE,
+    JsonOption,
+    Remote,
+    TokenOption,
+    UrlOption,
+    err,
+    fail,
+    out,
+    remote,
+)
 from sdk import calls
 from sdk.errors import OffsetOutOfRangeError
 
@@ -47,6 +61,12 @@ def consume(
         bool, typer.Option("--from-beginning", help="Start at the log start when there is no committed offset")
     ] = False,
     offset: Annotated[int | None, typer.Option("--offset", min=0, help="Start at this offset in every partition read")] = None,
+    from_time: Annotated[
+        str | None,
+        typer.Option(
+            "--from-time", help=f"Start at the first message written at or after this time ({TIME_FORMATS})"
+        ),
+    ] = None,
     partition: Annotated[
         list[int] | None, typer.Option("--partition", "-p", min=0, help="Read only this partition; repeat for more")
     ] = None,
@@ -68,12 +88,21 @@ def consume(
         ranges = {p["partition"]: p for p in described["partitions"]}
         wanted = partition or sorted(ranges)
         unknown = [p for p in wanted if p not in ranges]
-        if unknown:
-            fail(f"topic {topic} has no partition {unknown[0]} (it has {len(ranges)})", EXIT_REFUSED)
-        positions = starting_positions(broker, topic, group, wanted, ranges, offset=offset, from_beginning=from_beginning)
+        if unknown:  # what the broker answers a produce to it: the same code, the same exit code
+            fail(f"PARTITION_NOT_FOUND: topic {topic} has no partition {unknown[0]} (it has {len(ranges)})", EXIT_NOT_FOUND)
+        if from_time is not None:  # Kafka's offsets-for-times: each partition from its own first offset at that time
+            if offset is not None:
+                fail("give --offset or --from-time, not both", EXIT_USAGE)
+            at = parse_time_ms(from_time)
+            found = broker.send(calls.offsets_for_time(topic, at, isolation=isolation.value))
+            positions = [Position(p, found[p]) for p in wanted]
+        else:
+            positions = starting_positions(broker, topic, group, wanted, ranges, offset=offset, from_beginning=from_beginning)
         reader = Reader(broker, topic, group, positions, isolation.value, as_json)
         got = reader.run(count, idle_limit_ms)
     if count is not None and got < count:
+        if reader.interrupted:
+            fail(f"interrupted: got {got} of {count} message(s)", EXIT_INTERRUPTED)
         fail(f"got {got} of {count} message(s) before --timeout", EXIT_REFUSED)
 
 
@@ -120,6 +149,7 @@ class Reader:
         self.isolation = isolation
         self.as_json = as_json
         self.printed = 0
+        self.interrupted = False  # Ctrl-C stopped it
 
     def run(self, count: int | None, idle_limit_ms: int | None) -> int:
         progress = Progress(
@@ -151,8 +181,8 @@ class Reader:
                         break
                     left = IDLE_POLL_MS if idle_limit_ms is None else max(1, int(idle_limit_ms - idle_ms))
                     wait_ms = max(1, min(IDLE_POLL_MS, left) // len(self.positions))
-        except KeyboardInterrupt:
-            pass  # Ctrl-C: commit what was printed and say how much
+        except KeyboardInterrupt:  # Ctrl-C: commit what was printed and say how much
+            self.interrupted = True
         self.commit()
         if not self.as_json:  # stderr; with --json, standard output holds only the messages
             committed = f"; offsets committed for group {self.group}" if self.group else ""
@@ -200,8 +230,7 @@ class Reader:
         if self.as_json:
             sys.stdout.write(json.dumps(message) + "\n")
             return
-        value = message.get("value")
-        shown = value if isinstance(value, str) else json.dumps(value) if "value" in message else f"<{message['value_base64']}>"
+        shown = shown_value(message)
         key = "" if message.get("key") is None else f"[cyan]{escape(message['key'])}[/cyan]  "
         headers = f"  [dim]{escape(json.dumps(message['headers']))}[/dim]" if message.get("headers") else ""
         out.print(f"[dim]{message['partition']}:{message['offset']}[/dim]  {key}{escape(shown)}{headers}", highlight=False)

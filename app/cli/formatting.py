@@ -7,9 +7,11 @@ them (``30s``, ``7d``, ``512MiB``) and send the API its plain integers.
 
 from __future__ import annotations
 
+import json
 import re
 import time
 from datetime import datetime
+from typing import Any
 
 import typer
 
@@ -34,6 +36,28 @@ STATE_STYLES = {
     "EMPTY": "dim",
 }
 OPEN_TXN_STATES = ("OPEN", "PREPARE_COMMIT", "PREPARE_ABORT")
+
+
+def shown_value(message: dict[str, Any], width: int | None = None) -> str:
+    """A message's value as one line: a string as it is, other JSON as JSON text, binary as ``<base64>``.
+
+    ``width`` cuts it (with …) for a table column; a value the broker already cut
+    (``value_truncated``) ends in … too. A message shown without its body (the caller may
+    not read its topic) is ``(hidden)``.
+    """
+    if message.get("body_hidden"):
+        return "(hidden: needs topic:read)"
+    if "value_base64" in message:
+        text = f"<{message['value_base64']}>"
+    elif "value" in message:
+        value = message["value"]
+        text = value if isinstance(value, str) else json.dumps(value)
+    else:
+        return "-"
+    cut = bool(message.get("value_truncated"))
+    if width is not None and len(text) > width:
+        text, cut = text[: width - 1], True
+    return f"{text}…" if cut else text
 
 
 def now_ms() -> int:
@@ -83,6 +107,26 @@ def parse_duration_ms(text: str) -> int:
     if match is None:
         raise typer.BadParameter(f"{text!r} is not a duration (such as 500ms, 30s, 5m, 2h, 7d)")
     return int(match.group(1)) * _DURATION_UNITS_MS[match.group(2) or "ms"]
+
+
+TIME_FORMATS = "2026-11-27T09:30:00, …Z, ms since the epoch, '30m ago'"
+
+
+def parse_time_ms(text: str) -> int:
+    """A point in time, as ms since the epoch: ``2026-11-27T09:30:00`` (local time unless it names
+    a zone: ``…Z``, ``…+01:00``), a date, ms since the epoch, or a duration ago (``30m ago``, ``-2h``)."""
+    given = text.strip()
+    if given.isdigit():
+        return int(given)
+    relative = given[1:] if given.startswith("-") else given[:-4] if given.lower().endswith(" ago") else None
+    if relative is not None:
+        return now_ms() - parse_duration_ms(relative)
+    try:
+        return int(datetime.fromisoformat(given.replace("Z", "+00:00")).timestamp() * 1000)
+    except ValueError:
+        raise typer.BadParameter(
+            f"{text!r} is not a time (such as 2026-11-27T09:30:00, 2026-11-27T09:30:00Z, 1764236000000 or '30m ago')"
+        ) from None
 
 
 def parse_size_bytes(text: str) -> int:

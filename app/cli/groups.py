@@ -12,6 +12,7 @@ from typing import Annotated, Any
 import typer
 from rich.table import Table
 
+from app.cli.formatting import TIME_FORMATS, parse_time_ms
 from app.cli.remote import (
     DEFAULT_URL,
     EXIT_CONFLICT,
@@ -36,12 +37,15 @@ def _partitions(partitions: list[dict[str, Any]]) -> str:
 
 @groups_cli.command("list")
 def list_groups(url: UrlOption = DEFAULT_URL, token: TokenOption = None, as_json: JsonOption = False) -> None:
-    """Every consumer group with its state and live members."""
+    """Every consumer group with its state, live members and lag (committed records still to read)."""
 
     def render(answer: dict[str, Any]) -> Table:
         table = Table("group", "state", "members")
+        table.add_column("lag", justify="right")
         for group in answer["groups"]:
-            table.add_row(group["group"], group["state"], str(group["members"]))
+            lag = group.get("lag")  # an older broker does not send it
+            shown = "-" if lag is None else f"[yellow]{lag:,}[/yellow]" if lag else "0"
+            table.add_row(group["group"], group["state"], str(group["members"]), shown)
         return table
 
     with remote(url, token, as_json) as broker:
@@ -92,6 +96,13 @@ def reset_offsets(
     to_offset: Annotated[
         int | None, typer.Option("--to-offset", min=0, help="To this offset (kept within each partition's range)")
     ] = None,
+    to_datetime: Annotated[
+        str | None,
+        typer.Option(
+            "--to-datetime",
+            help=f"To the first message written at or after this time ({TIME_FORMATS})",
+        ),
+    ] = None,
     partition: Annotated[
         list[int] | None, typer.Option("--partition", help="Only this partition (repeatable); default all")
     ] = None,
@@ -100,8 +111,9 @@ def reset_offsets(
     as_json: JsonOption = False,
 ) -> None:
     """Move a group's committed offsets on a topic; refused while the group has live members."""
-    if sum((to_earliest, to_latest, to_offset is not None)) != 1:
-        fail("give exactly one of --to-earliest, --to-latest and --to-offset N", EXIT_REFUSED)
+    if sum((to_earliest, to_latest, to_offset is not None, to_datetime is not None)) != 1:
+        fail("give exactly one of --to-earliest, --to-latest, --to-offset N and --to-datetime TIME", EXIT_REFUSED)
+    at_time = parse_time_ms(to_datetime) if to_datetime is not None else None
     with remote(url, token, as_json) as broker:
         members = _live_members(broker, group)
         if members:
@@ -111,9 +123,12 @@ def reset_offsets(
         if partition is not None and len(chosen) != len(set(partition)):
             known = sorted(p["partition"] for p in described["partitions"])
             fail(f"topic {topic!r} has partitions {known}, not all of {sorted(set(partition))}", EXIT_REFUSED)
+        by_time = broker.send(calls.offsets_for_time(topic, at_time)) if at_time is not None else {}
         offsets = []
         for p in chosen:
-            if to_earliest:
+            if at_time is not None:
+                target = by_time[p["partition"]]
+            elif to_earliest:
                 target = p["log_start_offset"]
             elif to_latest:
                 target = p["high_watermark"]

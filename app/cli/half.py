@@ -2,19 +2,22 @@
 
 from __future__ import annotations
 
+import json
 from enum import StrEnum
 from typing import Annotated, Any
 
 import typer
 from rich.console import Group, RenderableType
+from rich.markup import escape
 from rich.table import Table
 
-from app.cli.formatting import ago, clock, styled_state
+from app.cli.formatting import ago, clock, shown_value, styled_state
 from app.cli.remote import DEFAULT_URL, JsonOption, TokenOption, UrlOption, remote
 from sdk import calls
 from sdk.calls import Call
 
 half_cli = typer.Typer(help="List, describe and resolve half messages.", no_args_is_help=True)
+VALUE_COLUMN = 60  # characters of a value in the list's table; describe shows it whole
 MessageArgument = Annotated[str, typer.Argument(help="The half message's message_id", show_default=False)]
 
 
@@ -90,8 +93,9 @@ def half_table(answer: dict[str, Any]) -> RenderableType:
         return "no half messages"
     table = Table(title="half messages", title_justify="left")
     table.add_column("message_id", overflow="fold")  # whole, to be copied into the next command
-    for heading in ("producer group", "topic", "state", "checks", "born", "resolved by"):
+    for heading in ("producer group", "topic", "state", "checks", "born", "resolved by", "key"):
         table.add_column(heading, justify="right" if heading == "checks" else "left")
+    table.add_column("value", overflow="ellipsis", no_wrap=True)
     for half in answer["half_messages"]:
         table.add_row(
             half["message_id"],
@@ -101,6 +105,8 @@ def half_table(answer: dict[str, Any]) -> RenderableType:
             str(half["check_times"]),
             ago(half["born_timestamp"]),
             half.get("resolved_by") or "-",
+            escape(half.get("key") or "-"),
+            escape(shown_value(half, VALUE_COLUMN)),
         )
     return table
 
@@ -121,6 +127,10 @@ def half_view(half: dict[str, Any]) -> RenderableType:
     fields.add_row("checks", str(half["check_times"]))
     if half.get("resolved_by"):
         fields.add_row("resolved", f"by {half['resolved_by']}, {ago(half.get('resolved_at'))}")
+    if half.get("body_hidden") or "headers" in half:  # what an operator decides on: the message itself
+        fields.add_row("key", escape(str(half.get("key") or "-")))
+        fields.add_row("headers", escape(json.dumps(half.get("headers") or {})))
+        fields.add_row("value", escape(shown_value(half)))
     checks = half.get("checks")
     if checks is None:  # a broker without check history
         return fields

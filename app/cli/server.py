@@ -8,7 +8,7 @@ import subprocess
 import sys
 from collections.abc import Iterator
 from contextlib import contextmanager
-from typing import TYPE_CHECKING, Annotated, Any
+from typing import TYPE_CHECKING, Annotated, Any, NoReturn
 
 import typer
 from rich.console import Console
@@ -64,6 +64,9 @@ def serve(
     if problem is not None:
         console.print(f"[red]error:[/red] {problem}")
         raise typer.Exit(2)
+    unusable = serving.database_problem(settings)
+    if unusable is not None:
+        fail_with(unusable)
     if settings.workers == 1 or settings.core_process:
         code = serving.serve(settings)
         if code:
@@ -100,7 +103,7 @@ def db_current(
     """The database's schema revision, and whether it is the newest this broker knows (exit code 1 if not)."""
     from half_store.storage.migrate import revisions
 
-    with database_of(settings_with(database_url=database_url).database_url) as engine:
+    with database_of(settings_with(database_url=database_url).database_url, must_exist=True) as engine:
         found = revisions(engine)
     if as_json:
         sys.stdout.write(json.dumps({"current": found.current, "head": found.head, "at_head": found.at_head}) + "\n")
@@ -127,8 +130,11 @@ def db_downgrade(
 
     from half_store.storage.migrate import downgrade, revisions
 
-    with database_of(settings_with(database_url=database_url).database_url) as engine:
+    with database_of(settings_with(database_url=database_url).database_url, must_exist=True) as engine:
         before = revisions(engine).current
+        if before is None:  # an empty database (or one taken back to base): there is nothing to undo
+            console.print("[red]error:[/red] the database has no schema, so there is nothing to downgrade", highlight=False)
+            raise typer.Exit(1)
         if not yes:
             console.print(
                 f"[red]error:[/red] this takes the database from {before} back to {revision} and drops what the "
@@ -144,32 +150,39 @@ def db_downgrade(
     console.print(f"[green]database downgraded from {before} to {after or 'base (no schema)'}[/green]")
 
 
+def fail_with(unusable: serving.DatabaseUnusable) -> NoReturn:
+    console.print(f"[red]error:[/red] {unusable.message}", highlight=False, soft_wrap=True)
+    raise typer.Exit(unusable.exit_code)
+
+
 @contextmanager
-def database_of(database_url: str) -> Iterator[Engine]:
-    """The database's writer engine; one that cannot be reached is a message and exit code 6, not a traceback."""
-    from sqlalchemy.exc import OperationalError
+def database_of(database_url: str, *, must_exist: bool = False) -> Iterator[Engine]:
+    """The database's writer engine; one that cannot be used is one line and an exit code, not a traceback."""
+    from sqlalchemy.exc import DBAPIError
 
-    from half_store.storage.database import open_database
-
-    database = open_database(database_url)
+    try:
+        database = serving.open_usable_database(database_url, must_exist=must_exist)
+    except serving.DatabaseUnusable as unusable:
+        fail_with(unusable)
     try:
         yield database.writer
-    except OperationalError as error:
-        console.print(f"[red]error:[/red] cannot reach the database: {error.orig or error}")
-        raise typer.Exit(6) from None
+    except DBAPIError as error:  # it went away after the first connection
+        fail_with(serving.DatabaseUnusable(f"the database stopped answering: {serving.one_line(error.orig or error)}", 6))
     finally:
         database.dispose()
 
 
 def migrate(database_url: str, revision: str = "head") -> None:
-    from half_store.storage.database import open_database
+    from alembic.util import CommandError
+
     from half_store.storage.migrate import upgrade
 
-    database = open_database(database_url)
-    try:
-        upgrade(database.writer, revision)
-    finally:
-        database.dispose()
+    with database_of(database_url) as engine:
+        try:
+            upgrade(engine, revision)
+        except CommandError as error:  # an unknown revision
+            console.print(f"[red]error:[/red] {error}", highlight=False, soft_wrap=True)
+            raise typer.Exit(1) from None
 
 
 def bench(ctx: typer.Context) -> None:

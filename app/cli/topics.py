@@ -2,7 +2,6 @@
 
 from __future__ import annotations
 
-import sys
 from typing import Annotated, Any
 
 import typer
@@ -10,7 +9,7 @@ from rich.console import Group, RenderableType
 from rich.table import Table
 
 from app.cli.formatting import parse_duration_ms, parse_size_bytes, size, span
-from app.cli.remote import DEFAULT_URL, JsonOption, TokenOption, UrlOption, fail, remote
+from app.cli.remote import DEFAULT_URL, JsonOption, TokenOption, UrlOption, confirmed, fail, remote
 from sdk import calls
 from sdk.calls import TopicChanges
 
@@ -98,10 +97,7 @@ def delete_topic(
     as_json: JsonOption = False,
 ) -> None:
     """Delete a topic and its messages (409 TOPIC_IN_USE while a transaction or half message targets it)."""
-    if not yes:
-        if not sys.stdin.isatty():
-            fail(f"deleting topic {name} and all its messages needs --yes", 2)
-        typer.confirm(f"Delete topic {name} and all its messages?", abort=True)
+    confirmed(yes, f"Delete topic {name} and all its messages?", f"deleting topic {name} and all its messages")
     with remote(url, token, as_json) as broker:
         broker.send(calls.delete_topic(name))
         broker.show({"deleted": name}, lambda a: f"deleted topic [bold]{a['deleted']}[/bold]")

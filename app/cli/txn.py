@@ -8,7 +8,7 @@ import typer
 from rich.console import RenderableType
 from rich.table import Table
 
-from app.cli.formatting import OPEN_TXN_STATES, ago, now_ms, parse_duration_ms, span, styled_state
+from app.cli.formatting import OPEN_TXN_STATES, ago, clock, now_ms, parse_duration_ms, span, styled_state
 from app.cli.remote import DEFAULT_URL, JsonOption, TokenOption, UrlOption, remote
 from sdk import calls
 
@@ -119,6 +119,9 @@ def transaction_view(txn: dict[str, Any]) -> RenderableType:
         table.add_row("transactional id", txn["transactional_id"])
     table.add_row("timeout", span(txn["timeout_ms"]))
     if "started_ms" in txn:
-        table.add_row("started", ago(txn["started_ms"]))
+        overdue = " [red]overdue[/red]" if is_open(txn) and txn.get("age_ms", 0) > txn["timeout_ms"] else ""
+        table.add_row("started", f"{clock(txn['started_ms'])} ({ago(txn['started_ms'])}){overdue}")
+    if txn.get("last_state_change_ms") and not is_open(txn):
+        table.add_row("ended", ago(txn["last_state_change_ms"]))
     table.add_row("partitions", partitions_text(txn["partitions"]))
     return table

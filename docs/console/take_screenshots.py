@@ -26,9 +26,10 @@ CHROMIUM = "/usr/bin/chromium"
 
 
 def settle(page: Page) -> None:
-    """Wait until every slot the page's script fills has been filled."""
+    """Wait until every slot and figure the page's script fills has been filled (a first paint shows "…")."""
     page.wait_for_load_state("networkidle")
     expect(page.locator("[aria-busy=true]")).to_have_count(0)
+    page.wait_for_function("() => [...document.querySelectorAll('[data-figure]')].every((n) => n.textContent.trim() !== '…')")
 
 
 def discard_one(url: str) -> str:

@@ -187,7 +187,7 @@ class InternalError(BrokerError):
 
 
 class InvalidTransactionTimeout(BrokerError):
-    status, code = 400, "INVALID_TRANSACTION_TIMEOUT"
+    status, code = 422, "INVALID_TRANSACTION_TIMEOUT"
 
 
 class InvalidSessionTimeout(BrokerError):
@@ -238,3 +238,9 @@ class CallbackNotAllowed(BrokerError):
 
 class ShareGroupNotFound(BrokerError):
     status, code = 404, "SHARE_GROUP_NOT_FOUND"
+
+
+class ShareGroupInUse(BrokerError):
+    """Deleting a share group while some of its records are locked (by a consumer or a transaction)."""
+
+    status, code = 409, "SHARE_GROUP_IN_USE"

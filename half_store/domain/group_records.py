@@ -58,3 +58,4 @@ class GroupSummary:
     group: str
     state: GroupState
     members: int
+    lag: int = 0  # committed records still to read, over all its partitions (markers not counted)

@@ -7,7 +7,7 @@ from dataclasses import dataclass
 
 import orjson
 
-from half_store.domain.errors import InvalidRequest, MessageTooLarge, ValidationFailed
+from half_store.domain.errors import MessageTooLarge, ValidationFailed
 
 
 @dataclass(frozen=True, slots=True)
@@ -28,11 +28,11 @@ def encode_headers(headers: Mapping[str, str], limits: MessageLimits) -> str | N
     if not headers:
         return None
     if len(headers) > limits.max_header_count:
-        raise InvalidRequest(f"{len(headers)} headers is over the limit of {limits.max_header_count}")
+        raise ValidationFailed(f"{len(headers)} headers is over the limit of {limits.max_header_count}")
     try:
         encoded = orjson.dumps(headers)
     except TypeError as error:  # a lone surrogate in a name or value
         raise ValidationFailed(f"headers cannot be stored as JSON: {error}") from error
     if len(encoded) > limits.max_header_bytes:
-        raise InvalidRequest(f"headers of {len(encoded)} bytes are over the limit of {limits.max_header_bytes}")
+        raise ValidationFailed(f"headers of {len(encoded)} bytes are over the limit of {limits.max_header_bytes}")
     return encoded.decode()

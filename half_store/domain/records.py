@@ -137,6 +137,16 @@ class FetchResult:
 
 
 @dataclass(frozen=True, slots=True)
+class GroupLag:
+    """How many committed records a group has still to read in one partition (markers not counted)."""
+
+    group: str
+    topic: str
+    partition: int
+    lag: int
+
+
+@dataclass(frozen=True, slots=True)
 class GroupOffset:
     topic: str
     partition: int

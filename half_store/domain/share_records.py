@@ -88,3 +88,15 @@ class ShareTopicView:
     @property
     def dead_lettered(self) -> int:
         return sum(p.dead_lettered for p in self.partitions)
+
+
+@dataclass(frozen=True, slots=True)
+class ShareGroupSummary:
+    """A share group as its list shows it: the topics it receives from, what it accepted and
+    dead-lettered so far, and how many records it holds locked now."""
+
+    group: str
+    topics: tuple[str, ...]
+    accepted: int
+    dead_lettered: int
+    locked: int

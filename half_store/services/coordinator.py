@@ -23,9 +23,9 @@ from half_store.domain.errors import (
     AlreadyResolved,
     ConcurrentTransactions,
     FencedMemberEpoch,
-    InvalidRequest,
     InvalidTransactionTimeout,
     ProducerFenced,
+    ValidationFailed,
 )
 from half_store.domain.group_records import MemberRef
 from half_store.domain.records import (
@@ -72,6 +72,9 @@ log = logging.getLogger(__name__)
 class TransactionView:
     row: TransactionRow
     partitions: list[tuple[str, int]]
+    transactional_id: str | None = None
+    # An open transaction's row is touched by every write; its state has not changed since it began.
+    last_state_change_ms: int | None = None
 
 
 @dataclass(frozen=True, slots=True)
@@ -150,7 +153,7 @@ class Coordinator:
         self, producer_id: int | None, producer_epoch: int | None, timeout_ms: int | None, principal: str | None = None
     ) -> TransactionRow:
         if (producer_id is None) != (producer_epoch is None):
-            raise InvalidRequest("give producer_id and producer_epoch together, or neither")
+            raise ValidationFailed("give producer_id and producer_epoch together, or neither")
         await self.log.producer_owners.check(producer_id, principal)
         if producer_id is None:
             self.checked_timeout(timeout_ms)  # refused before it is queued; a producer's default needs its row
@@ -288,7 +291,9 @@ class Coordinator:
                 (self.store.topic_by_id_sync(conn, p.topic_id).name, p.partition)
                 for p in txn_store.partitions_of(conn, txn_id)
             ]
-            return TransactionView(txn, parts)
+            transactional_id, updated_at = txn_store.identity(conn, txn_id) or (None, txn.started_at)
+            changed = txn.started_at if txn.state is TxnState.OPEN else updated_at
+            return TransactionView(txn, parts, transactional_id, changed)
 
         return await self.store.read(query)
 

@@ -45,7 +45,7 @@ from half_store.domain.group_state import (
     Reconciled,
     assignment_of,
 )
-from half_store.domain.records import now_ms
+from half_store.domain.records import GroupLag, now_ms
 from half_store.metrics import GROUP_REBALANCES
 from half_store.settings import Settings
 from half_store.storage import group_store, membership_store
@@ -224,15 +224,26 @@ class GroupCoordinator:
     # -- what operators see --------------------------------------------------------------------
 
     async def list_groups(self) -> list[GroupSummary]:
-        rows = await self.store.read(lambda conn: membership_store.group_summaries(conn, now_ms()))
+        def query(conn: Connection) -> tuple[list[tuple[str, int, bool]], list[GroupLag]]:
+            return membership_store.group_summaries(conn, now_ms()), group_store.all_lags(conn)
+
+        rows, lags = await self.store.read(query)
+        totals: dict[str, int] = {}
+        for found in lags:
+            totals[found.group] = totals.get(found.group, 0) + found.lag
         return [
             GroupSummary(
                 name,
                 GroupState.EMPTY if live == 0 else GroupState.RECONCILING if reconciling else GroupState.STABLE,
                 live,
+                totals.get(name, 0),
             )
             for name, live, reconciling in rows
         ]
+
+    async def lags(self) -> list[GroupLag]:
+        """Every group's lag per partition, read when /metrics is scraped."""
+        return await self.store.read(group_store.all_lags)
 
     async def describe(self, group: str) -> GroupView:
         def query(conn: Connection) -> GroupView:

@@ -278,6 +278,22 @@ class HalfMessageService:
     async def list_messages(self, producer_group: str | None, state: HalfState | None, limit: int) -> list[HalfMessage]:
         return await self.store.read(lambda conn: store.list_halves(conn, producer_group, state, limit))
 
+    async def bodies(self, halves: list[HalfMessage]) -> dict[str, StoredMessage]:
+        """The key, value and headers of each of ``halves`` (their copies in the half topic), by message id.
+
+        What an operator looks at before resolving one by hand. A body the half topic's
+        retention has deleted since (long after its resolution) is left out.
+        """
+        if not halves:
+            return {}
+
+        def query(conn: Connection) -> dict[str, StoredMessage]:
+            half_topic = self.store.topic_sync(conn, HALF_TOPIC)
+            found = log_reads.read_offsets(conn, half_topic, 0, [h.half_offset for h in halves], in_rows_of_their_own=True)
+            return {h.message_id: found[h.half_offset][0] for h in halves if h.half_offset in found}
+
+        return await self.store.read(query)
+
     # -- listeners ------------------------------------------------------------------------------
 
     async def register_listener(self, listener: Listener) -> None:

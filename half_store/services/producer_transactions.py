@@ -13,7 +13,7 @@ from collections.abc import Sequence
 
 from sqlalchemy import Connection
 
-from half_store.domain.errors import ConcurrentTransactions, InvalidRequest, ProducerFenced
+from half_store.domain.errors import ConcurrentTransactions, ProducerFenced, ValidationFailed
 from half_store.domain.group_records import MemberRef
 from half_store.domain.records import OffsetCommit, now_ms
 from half_store.domain.txn_state import TxnState
@@ -44,7 +44,7 @@ class ProducerTransactions:
                 if txn.state is not TxnState.OPEN:
                     raise ConcurrentTransactions(f"transaction {txn.txn_id} of producer {producer_id} is still ending; retry")
                 if txn.producer_epoch is not None and txn.producer_epoch < producer_epoch:
-                    raise InvalidRequest(f"transaction {txn.txn_id} belongs to an older epoch of producer {producer_id}")
+                    raise ValidationFailed(f"transaction {txn.txn_id} belongs to an older epoch of producer {producer_id}")
                 if txn.expires_at <= now_ms():
                     raise ProducerFenced(f"transaction {txn.txn_id} passed its timeout; producer {producer_id} is fenced")
                 return txn.txn_id

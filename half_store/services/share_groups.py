@@ -26,13 +26,14 @@ from typing import Any
 from sqlalchemy import Connection
 
 from half_store.domain.constants import is_system_topic
-from half_store.domain.errors import ReservedTopic, ShareGroupNotFound, TopicNotFound
+from half_store.domain.errors import ReservedTopic, ShareGroupInUse, ShareGroupNotFound, TopicNotFound
 from half_store.domain.records import PackedList, Topic, now_ms
 from half_store.domain.share_receipts import MalformedReceipt, Receipt, ReceiptCodec
 from half_store.domain.share_records import (
     Acknowledgement,
     ReceiptResult,
     ReceivedMessage,
+    ShareGroupSummary,
     SharePartitionView,
     ShareReceived,
     ShareTopicView,
@@ -290,6 +291,27 @@ class ShareGroupService:
             return sorted(views.values(), key=lambda v: v.topic)
 
         return await self.store.read(query)
+
+    async def list_groups(self) -> list[ShareGroupSummary]:
+        return await self.store.read(lambda conn: share_store.share_groups(conn, now_ms()))
+
+    async def delete_group(self, group: str) -> None:
+        """Forget a share group: where it stands in each partition and its in-flight records.
+
+        Refused while a record is locked (a consumer is working on it, or a transaction holds
+        its acknowledgement), as Kafka refuses to delete a group that is not empty: the
+        locks run out, or the transaction ends, and then it can go. Receiving again later
+        starts the group afresh, from the start of each partition.
+        """
+
+        def unit(conn: Connection) -> None:
+            locked = share_store.count_locked(conn, now_ms(), group)
+            if locked:
+                raise ShareGroupInUse(f"share group {group!r} has {locked} locked record(s); delete it once they are released")
+            if not share_store.delete_share_group(conn, group):
+                raise ShareGroupNotFound(f"share group {group!r} has not received from any topic")
+
+        await self.store.write(unit)
 
     async def dead_letter_expired(self, limit: int = 1000) -> int:
         """Dead-letter records whose last allowed lock ran out with nobody receiving (the checker runs this)."""

@@ -20,7 +20,7 @@ from sqlalchemy import Connection
 
 from half_store.domain.errors import (
     ConcurrentTransactions,
-    InvalidRequest,
+    ValidationFailed,
 )
 from half_store.domain.records import AppendResult, ProducerStamp, Record, Topic, now_ms
 from half_store.domain.txn_state import TxnState
@@ -72,7 +72,7 @@ def append_stamped_many(conn: Connection, appends: list[StampedAppend]) -> list[
         if txn_id is not None:
             txn = open_txns.get(txn_id) or explain_not_open(conn, txn_id)
             if producer_id is not None and producer_id != txn.producer_id:
-                raise InvalidRequest(f"transaction {txn_id} does not belong to producer {producer_id}")
+                raise ValidationFailed(f"transaction {txn_id} does not belong to producer {producer_id}")
     results = [
         None if retried is None else replace(retried, txn_id=append.stamp.txn_id)
         for append, retried in zip(appends, _retried_batches(conn, appends, checked, epochs), strict=True)
@@ -117,7 +117,7 @@ def _into_producer_transactions(
         if not append.stamp.transactional or append.stamp.txn_id is not None:
             continue
         if producer_id is None or epoch is None:
-            raise InvalidRequest("a transactional batch needs producer_id and producer_epoch")
+            raise ValidationFailed("a transactional batch needs producer_id and producer_epoch")
         epochs.setdefault(producer_id, epoch)
         stamped.append((producer_id, epoch))
         fallback_timeouts.setdefault(producer_id, append.begin_timeout_ms)
@@ -139,7 +139,7 @@ def _into_producer_transactions(
             continue
         timeout = timeouts.get(producer_id) or fallback_timeouts[producer_id]
         if timeout is None:
-            raise InvalidRequest(f"producer {producer_id} has no transaction timeout")
+            raise ValidationFailed(f"producer {producer_id} has no transaction timeout")
         begun.append(new_transaction(producer_id, epoch, timeout))
         chosen[producer_id] = begun[-1].txn_id
     txn_store.insert_transactions(conn, begun)
@@ -170,7 +170,7 @@ def _retried_batches(
         if producer_id is None:
             continue
         if epoch is None:
-            raise InvalidRequest("producer_epoch is required with producer_id")
+            raise ValidationFailed("producer_epoch is required with producer_id")
         if (producer_id, epoch) not in checked:
             epochs.append((producer_id, epoch))
         if base_sequence is not None:

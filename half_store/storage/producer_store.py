@@ -20,10 +20,10 @@ from sqlalchemy import Connection, TextClause, bindparam, insert, select, text, 
 from sqlalchemy.exc import IntegrityError
 
 from half_store.domain.errors import (
-    InvalidRequest,
     OutOfOrderSequence,
     ProducerFenced,
     UnknownProducerId,
+    ValidationFailed,
 )
 from half_store.domain.records import AppendResult, Topic, now_ms
 from half_store.domain.txn_state import UNFINISHED_STATES
@@ -168,7 +168,7 @@ def refuse_stale_epochs(current: Mapping[int, int], stamps: Sequence[tuple[int, 
         if epoch < found:
             raise ProducerFenced(f"producer {producer_id} epoch {epoch} is fenced by epoch {found}")
         if epoch > found:
-            raise InvalidRequest(f"producer {producer_id} has epoch {found}, not {epoch}")
+            raise ValidationFailed(f"producer {producer_id} has epoch {found}, not {epoch}")
 
 
 @dataclass(frozen=True, slots=True)

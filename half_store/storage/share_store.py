@@ -28,9 +28,10 @@ from sqlalchemy import (
 )
 
 from half_store.domain.records import now_ms
+from half_store.domain.share_records import ShareGroupSummary
 from half_store.domain.share_state import InFlightRecord, RecordState, SharePartitionKey
 from half_store.storage.bulk import insert_rows
-from half_store.storage.schema import broker_secrets, partitions, share_partitions, share_records
+from half_store.storage.schema import broker_secrets, partitions, share_partitions, share_records, topics
 from half_store.storage.upsert import dialect_insert, update_rows
 
 _RECORD_COLUMNS = (
@@ -319,10 +320,7 @@ class RecordCounts:
 
 def record_counts(conn: Connection, group: str, now: int) -> dict[tuple[int, int], RecordCounts]:
     """Per (topic id, partition) of ``group``: where its in-flight records start and how many are locked."""
-    locked = and_(
-        share_records.c.state == RecordState.ACQUIRED.value,
-        (share_records.c.txn_id.isnot(None)) | (share_records.c.visible_at > now),
-    )
+    locked = _locked(now)
     rows = conn.execute(
         select(
             share_records.c.topic_id,
@@ -355,18 +353,46 @@ def has_visible_records(conn: Connection, group: str, topic_id: int, now: int) -
     return found is not None
 
 
-def count_locked(conn: Connection, now: int) -> int:
-    """Records locked in this database, by any group (a delivery's live lock or a transaction's)."""
-    return int(
-        conn.execute(
-            select(func.count())
-            .select_from(share_records)
-            .where(
-                share_records.c.state == RecordState.ACQUIRED.value,
-                (share_records.c.txn_id.isnot(None)) | (share_records.c.visible_at > now),
-            )
-        ).scalar_one()
+def _locked(now: int) -> ColumnElement[bool]:
+    """A record locked now: by a delivery whose lock has not run out, or by a transaction's acknowledgement."""
+    return and_(
+        share_records.c.state == RecordState.ACQUIRED.value,
+        (share_records.c.txn_id.isnot(None)) | (share_records.c.visible_at > now),
     )
+
+
+def count_locked(conn: Connection, now: int, group: str | None = None) -> int:
+    """Records locked in this database, by any group or by ``group``."""
+    query = select(func.count()).select_from(share_records).where(_locked(now))
+    if group is not None:
+        query = query.where(share_records.c.group_id == group)
+    return int(conn.execute(query).scalar_one())
+
+
+def share_groups(conn: Connection, now: int) -> list[ShareGroupSummary]:
+    """Every share group (one that has received from some topic), by name."""
+    found: dict[str, tuple[set[str], list[int]]] = {}
+    rows = conn.execute(
+        select(share_partitions.c.group_id, topics.c.name, share_partitions.c.accepted, share_partitions.c.dead_lettered)
+        .join(topics, topics.c.topic_id == share_partitions.c.topic_id)
+    )
+    for group, topic, accepted, dead in rows:
+        names, counts = found.setdefault(str(group), (set(), [0, 0]))
+        names.add(str(topic))
+        counts[0] += int(accepted)
+        counts[1] += int(dead)
+    by_group = select(share_records.c.group_id, func.count()).where(_locked(now)).group_by(share_records.c.group_id)
+    locked: dict[str, int] = {str(group): int(count) for group, count in conn.execute(by_group)}
+    return [
+        ShareGroupSummary(group, tuple(sorted(names)), accepted, dead, locked.get(group, 0))
+        for group, (names, (accepted, dead)) in sorted(found.items())
+    ]
+
+
+def delete_share_group(conn: Connection, group: str) -> bool:
+    """Forget ``group``: its share partitions and in-flight records; whether it had any."""
+    conn.execute(delete(share_records).where(share_records.c.group_id == group))
+    return bool(conn.execute(delete(share_partitions).where(share_partitions.c.group_id == group)).rowcount)
 
 
 # -- secrets shared by every broker process on the database ------------------------------------

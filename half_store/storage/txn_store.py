@@ -381,6 +381,17 @@ class ListedTransaction:
     partitions: list[tuple[str, int]]
 
 
+def identity(conn: Connection, txn_id: str) -> tuple[str | None, int] | None:
+    """(the transactional id of the transaction's producer, if it has one; when its row last changed)."""
+    found = conn.execute(
+        select(producers.c.transactional_id, transactions.c.updated_at)
+        .select_from(transactions)
+        .outerjoin(producers, producers.c.producer_id == transactions.c.producer_id)
+        .where(transactions.c.txn_id == txn_id)
+    ).first()
+    return None if found is None else (None if found[0] is None else str(found[0]), int(found[1]))
+
+
 def list_transactions(
     conn: Connection, states: Sequence[TxnState], started_before: int | None, transactional_id: str | None, limit: int
 ) -> list[ListedTransaction]:

@@ -59,6 +59,10 @@ class AsyncClient(AsyncBase):
         """Set ``group``'s committed offsets."""
         await self._transport.call(calls.commit_group_offsets(group, offsets))
 
+    async def offsets_for_time(self, topic: str, timestamp_ms: int) -> dict[int, int]:
+        """Per partition of ``topic``, the first offset written at or after ``timestamp_ms`` (the end if none)."""
+        return await self._transport.call(calls.offsets_for_time(topic, timestamp_ms))
+
     async def committed_offsets(self, group: str) -> list[CommittedOffset]:
         """Every committed offset of ``group``."""
         return await self._transport.call(calls.group_offsets(group))

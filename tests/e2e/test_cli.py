@@ -136,6 +136,9 @@ def test_consume_isolation_and_transactions(url: str) -> None:
 
     described = answer_of(halfmq("txn", "describe", txn, "--json", url=url))
     assert described["state"] == "OPEN" and described["partitions"] == [{"topic": "ledger", "partition": 0}]
+    assert described["transactional_id"] is None and described["age_ms"] >= 0  # anonymous (Pulsar-style)
+    shown = halfmq("txn", "describe", txn, url=url)
+    assert shown.returncode == 0 and "started" in shown.stdout and " ago" in shown.stdout
     listing = halfmq("txn", "list", "--state", "OPEN", "--json", url=url)
     if offers(url, "GET", "/v1/transactions"):
         assert answer_of(listing)["transactions"][0]["txn_id"] == txn
@@ -158,6 +161,14 @@ def test_half_messages_by_hand(url: str) -> None:
     ]
     listed = answer_of(halfmq("half", "list", "--group", "shop", "--state", "PREPARED", "--json", url=url))
     assert sorted(h["message_id"] for h in listed["half_messages"]) == sorted(prepared)
+    # What an operator decides on: the message's key, headers and value, in the table and in describe.
+    cart = {"topic": "carts", "producer_group": "shop", "key": "cart-7", "value": {"sku": "A-12"}, "headers": {"via": "web"}}
+    looked_at = httpx.post(f"{url}/v1/half-messages", json=cart).json()["message_id"]
+    table = halfmq("half", "list", "--group", "shop", url=url)
+    assert table.returncode == 0 and "cart-7" in table.stdout and '{"sku": "A-12"}' in table.stdout
+    shown = halfmq("half", "describe", looked_at, url=url)
+    assert shown.returncode == 0 and all(part in shown.stdout for part in ("cart-7", '{"via": "web"}', '{"sku": "A-12"}'))
+    assert answer_of(halfmq("half", "rollback", looked_at, "--json", url=url))["state"] == "ROLLED_BACK"
 
     committed = answer_of(halfmq("half", "commit", prepared[0], "--json", url=url))
     assert committed["state"] == "COMMITTED" and committed["topic"] == "carts"

@@ -34,6 +34,19 @@ def test_share_describe(broker: BrokerProcess, admin: Client) -> None:
         )
         table = runner.invoke(cli, ["share", "describe", group, "--url", broker.url])
         assert table.exit_code == 0 and topic in table.output and "locked" in table.output
+        listed = runner.invoke(cli, ["share", "list", "--url", broker.url, "--json"])
+        mine = {"group": group, "topics": [topic], "locked": 3, "accepted": 1, "dlq": 1}
+        assert mine in json.loads(listed.output)["share_groups"]
+        in_use = runner.invoke(cli, ["share", "delete", group, "--yes", "--url", broker.url])
+        assert in_use.exit_code == 4 and "SHARE_GROUP_IN_USE" in in_use.output  # three are locked
         consumer.ack(held)
+    unconfirmed = runner.invoke(cli, ["share", "delete", group, "--url", broker.url])
+    assert unconfirmed.exit_code == 2 and "--yes" in unconfirmed.output
+    deleted = runner.invoke(cli, ["share", "delete", group, "--yes", "--url", broker.url])
+    assert deleted.exit_code == 0, deleted.output
+    listed = runner.invoke(cli, ["share", "list", "--url", broker.url, "--json"])
+    assert group not in [g["group"] for g in json.loads(listed.output)["share_groups"]]
+    gone = runner.invoke(cli, ["share", "delete", group, "--yes", "--url", broker.url])
+    assert gone.exit_code == 3 and "SHARE_GROUP_NOT_FOUND" in gone.output
     missing = runner.invoke(cli, ["share", "describe", unique("nobody"), "--url", broker.url])
     assert missing.exit_code == 3 and "SHARE_GROUP_NOT_FOUND" in missing.output

@@ -219,3 +219,57 @@ def _due_now(message_id: str) -> Callable[[Connection], None]:
         conn.execute(update(half_messages).where(half_messages.c.message_id == message_id).values(next_check_at=0))
 
     return unit
+
+
+# -- what a half message carries ------------------------------------------------------------------
+
+
+def test_a_half_messages_key_value_and_headers_are_shown(orders: TestClient) -> None:
+    """Whole in a describe; in a list a value is cut to 256 characters and says so; binary as base64."""
+    long_text = "é" * 300
+    small = prepare(orders, {"total": 12}, key="order-1", headers={"source": "web"})["message_id"]
+    text = prepare(orders, long_text, key="order-2")["message_id"]
+    record = prepare(orders, {"lines": ["x" * 50] * 10})["message_id"]
+    binary = orders.post(
+        "/v1/half-messages", json={"topic": "orders", "producer_group": "pg", "value_base64": "AAEC" * 100}
+    ).json()["message_id"]
+
+    described = orders.get(f"/v1/half-messages/{small}").json()
+    assert (described["key"], described["value"], described["headers"]) == ("order-1", {"total": 12}, {"source": "web"})
+    assert "value_truncated" not in described
+    assert orders.get(f"/v1/half-messages/{text}").json()["value"] == long_text  # whole
+    assert orders.get(f"/v1/half-messages/{binary}").json()["value_base64"] == "AAEC" * 100
+
+    listed = {h["message_id"]: h for h in orders.get("/v1/half-messages").json()["half_messages"]}
+    assert listed[small]["value"] == {"total": 12} and listed[small]["value_truncated"] is False
+    assert listed[small]["key"] == "order-1" and listed[small]["headers"] == {"source": "web"}
+    assert (listed[text]["value"], listed[text]["value_truncated"]) == ("é" * 256, True)
+    assert listed[record]["value_truncated"] is True and listed[record]["value"].startswith('{"lines":["xxx')
+    assert len(listed[record]["value"]) == 256
+    assert (listed[binary]["value_base64"], listed[binary]["value_truncated"]) == (("AAEC" * 100)[:256], True)
+
+    orders.post(f"/v1/half-messages/{small}/commit")  # resolved: still shown
+    assert orders.get(f"/v1/half-messages/{small}").json()["value"] == {"total": 12}
+
+
+def test_a_half_messages_body_needs_the_topics_read_right(database_url: str) -> None:
+    from tests.integration.test_access_api import ADMIN, AS_ADMIN, bearer, new_principal
+
+    with TestClient(create_app(make_settings(database_url, auth="token", admin_token=ADMIN))) as client:
+        client.headers.update(AS_ADMIN)
+        create_topic(client, "orders")
+        message_id = prepare(client, "secret", key="k")["message_id"]
+        group = {"resource_type": "producer_group", "pattern": "pg", "operations": ["describe"]}
+        topic = {"resource_type": "topic", "pattern": "orders", "operations": ["describe"]}
+        looker = new_principal(client, "looker", group, topic)
+        reader = new_principal(client, "reader", group, {**topic, "operations": ["describe", "read"]})
+        for principal, hidden in ((looker, True), (reader, False)):
+            as_them = bearer(principal["token"])
+            described = client.get(f"/v1/half-messages/{message_id}", headers=as_them).json()
+            (listed,) = client.get("/v1/half-messages", headers=as_them).json()["half_messages"]
+            for shown in (described, listed):
+                assert shown["message_id"] == message_id and shown["state"] == "PREPARED"
+                if hidden:
+                    assert shown["body_hidden"] is True and not {"key", "value", "headers"} & set(shown)
+                else:
+                    assert (shown["key"], shown["value"]) == ("k", "secret") and "body_hidden" not in shown

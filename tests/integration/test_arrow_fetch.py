@@ -158,7 +158,7 @@ def test_arrow_errors_are_the_json_errors(client: TestClient) -> None:
     no_partition = client.get(FETCH.format(topic="t", partition=3), headers=arrow)
     assert (no_partition.status_code, error_code(no_partition)) == (404, "PARTITION_NOT_FOUND")
     too_many = client.get(FETCH.format(topic="t", partition=0), params={"max_messages": 10**6}, headers=arrow)
-    assert (too_many.status_code, error_code(too_many)) == (400, "INVALID_REQUEST")
+    assert (too_many.status_code, error_code(too_many)) == (422, "VALIDATION_ERROR")
     bad_isolation = client.get(FETCH.format(topic="t", partition=0), params={"isolation": "dirty"}, headers=arrow)
     assert (bad_isolation.status_code, error_code(bad_isolation)) == (422, "VALIDATION_ERROR")
 

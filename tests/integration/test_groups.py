@@ -141,8 +141,8 @@ def test_listing_and_describing_groups(client: TestClient) -> None:
     a = Member.join(client, "live", ["orders"])
     assert a.commit({("orders", 0): 4}).status_code == 200
     listed = {g["group"]: g for g in client.get("/v1/groups").json()["groups"]}
-    assert listed["v1-style"] == {"group": "v1-style", "state": "EMPTY", "members": 0}
-    assert listed["live"] == {"group": "live", "state": "STABLE", "members": 1}
+    assert listed["v1-style"] == {"group": "v1-style", "state": "EMPTY", "members": 0, "lag": 3}
+    assert listed["live"] == {"group": "live", "state": "STABLE", "members": 1, "lag": 1}
     view = describe(client, "live")
     assert view["offsets"] == [{"topic": "orders", "partition": 0, "offset": 4, "metadata": None, "lag": 1}]
     assert view["members"][0]["assignment"] == [

@@ -136,6 +136,7 @@ def test_group_offsets_with_lag(client: TestClient) -> None:
         {"topic": "t", "partition": 0, "offset": 3, "metadata": "m", "lag": 2, **at_log_start},
         {"topic": "t", "partition": 1, "offset": 0, "metadata": None, "lag": 0, **at_log_start},
     ]
+    assert 'halfmq_consumer_group_lag{group="g",partition="0",topic="t"} 2.0' in client.get("/metrics").text
     ahead = client.post("/v1/groups/g/offsets", json={"offsets": [{"topic": "t", "partition": 0, "offset": 6}]})
     assert (ahead.status_code, error_code(ahead)) == (416, "OFFSET_OUT_OF_RANGE")
     unknown = client.post("/v1/groups/g/offsets", json={"offsets": [{"topic": "nope", "partition": 0, "offset": 0}]})
@@ -188,3 +189,51 @@ def test_producer_state_survives_a_restart(database_url: str) -> None:
         retry = second_run.post("/v1/topics/t/partitions/0/messages", json=batch).json()
         assert retry["duplicate"] is True
         assert [m["value"] for m in read_all(second_run, "t")] == ["once"]
+
+
+def test_a_caught_up_group_has_no_lag_behind_transaction_markers(client: TestClient) -> None:
+    """Commit and abort markers take offsets but are never read: they are not lag (list, offsets, /metrics)."""
+    create_topic(client, "t")
+    for ending in ("commit", "abort", "commit"):
+        txn = client.post("/v1/transactions", json={}).json()["txn_id"]
+        batch = {"messages": [{"value": 1}, {"value": 2}], "txn_id": txn}
+        assert client.post("/v1/topics/t/partitions/0/messages", json=batch).status_code == 200
+        assert client.post(f"/v1/transactions/{txn}/{ending}").status_code == 200
+    read = client.get("/v1/topics/t/partitions/0/messages").json()
+    assert [m["offset"] for m in read["messages"]] == [0, 1, 6, 7] and read["high_watermark"] == 9
+    last_read = read["messages"][-1]["offset"] + 1  # 8: all that a consumer saw, the marker at 8 left behind
+    client.post("/v1/groups/caught-up/offsets", json={"offsets": [{"topic": "t", "partition": 0, "offset": last_read}]})
+    client.post("/v1/groups/behind/offsets", json={"offsets": [{"topic": "t", "partition": 0, "offset": 0}]})
+    offsets = {g: client.get(f"/v1/groups/{g}/offsets").json()["offsets"][0]["lag"] for g in ("caught-up", "behind")}
+    # behind: 9 offsets, 3 of them markers (aborted records still count: they take a read to skip).
+    assert offsets == {"caught-up": 0, "behind": 6}
+    listed = {g["group"]: g["lag"] for g in client.get("/v1/groups").json()["groups"]}
+    assert listed == offsets
+    metrics = client.get("/metrics").text
+    assert 'halfmq_consumer_group_lag{group="caught-up",partition="0",topic="t"} 0.0' in metrics
+    assert 'halfmq_consumer_group_lag{group="behind",partition="0",topic="t"} 6.0' in metrics
+
+
+def test_offsets_for_a_time(client: TestClient) -> None:
+    """Per partition the first offset written at or after a time; the end where nothing is (Kafka's offsets-for-times)."""
+    create_topic(client, "timed", 2)
+    stamped = [{"value": n, "partition": 0, "timestamp": t} for n, t in enumerate((1_000, 2_000, 3_000))]
+    client.post("/v1/topics/timed/messages", json={"messages": [*stamped, {"value": 9, "partition": 1, "timestamp": 1_000}]})
+
+    def at(timestamp: int, **params: str) -> list[tuple[int, int, int | None]]:
+        answer = client.get("/v1/topics/timed/offsets", params={"timestamp": timestamp, **params})
+        assert answer.status_code == 200, answer.text
+        return [(p["partition"], p["offset"], p["timestamp"]) for p in answer.json()["partitions"]]
+
+    assert at(0) == [(0, 0, 1_000), (1, 0, 1_000)]
+    assert at(1_500) == [(0, 1, 2_000), (1, 1, None)]  # partition 1 has nothing that late: its end
+    assert at(3_000) == [(0, 2, 3_000), (1, 1, None)]
+    txn = client.post("/v1/transactions", json={}).json()["txn_id"]
+    pending = {"messages": [{"value": "p", "timestamp": 5_000}], "txn_id": txn}
+    client.post("/v1/topics/timed/partitions/1/messages", json=pending)
+    assert at(4_000) == [(0, 3, None), (1, 1, None)]  # read_committed: the open transaction's message is not there yet
+    assert at(4_000, isolation="read_uncommitted")[1] == (1, 1, 5_000)
+    missing = client.get("/v1/topics/nope/offsets", params={"timestamp": 0})
+    assert (missing.status_code, error_code(missing)) == (404, "TOPIC_NOT_FOUND")
+    negative = client.get("/v1/topics/timed/offsets", params={"timestamp": -1})
+    assert (negative.status_code, error_code(negative)) == (422, "VALIDATION_ERROR")

@@ -208,6 +208,17 @@ def _share_extend(world: World) -> tuple[Request, list[Grant]]:
     return ("POST", f"/v1/share-groups/{group}/extend", body), [("group", group, "read"), ("topic", "orders", "read")]
 
 
+def _share_group_delete(world: World) -> tuple[Request, list[Grant]]:
+    group = world.fresh("sg")
+    world.call("POST", f"/v1/share-groups/{group}/acks", {"acks": [{"receipt": _receipt(world, group), "type": "RELEASE"}]})
+    return ("DELETE", f"/v1/share-groups/{group}", None), [("group", group, "alter")]
+
+
+def _share_group_listed(world: World) -> tuple[Request, list[Grant]]:
+    world.call("POST", "/v1/share-groups/listed-sg/receive", {"topic": "orders", "max_messages": 1, "lock_ms": 100})
+    return ("GET", "/v1/share-groups", None), [("group", "listed-sg", "describe")]
+
+
 def _acks_in_transaction(world: World) -> tuple[Request, list[Grant]]:
     tid = world.fresh("tx")
     txn = world.transaction(tid)
@@ -247,6 +258,9 @@ CASES: dict[tuple[str, str], list[Case]] = {
     ],
     ("GET", "/v1/topics/{topic}"): [
         Case(_fixed(("GET", "/v1/topics/orders", None), [("topic", "orders", "describe")]))
+    ],
+    ("GET", "/v1/topics/{topic}/offsets"): [
+        Case(_fixed(("GET", "/v1/topics/orders/offsets?timestamp=0", None), [("topic", "orders", "describe")]))
     ],
     ("POST", "/v1/topics/{topic}/messages"): [
         Case(
@@ -402,6 +416,14 @@ CASES: dict[tuple[str, str], list[Case]] = {
     ("GET", "/v1/share-groups/{group}"): [
         Case(_share_group, listed=("topics", "topic", "orders"), filtered_by=(("topic", "orders", "describe"),))
     ],
+    ("GET", "/v1/share-groups"): [
+        Case(
+            _share_group_listed,
+            listed=("share_groups", "group", "listed-sg"),
+            filtered_by=(("group", "listed-sg", "describe"),),
+        )
+    ],
+    ("DELETE", "/v1/share-groups/{group}"): [Case(_share_group_delete)],
     ("POST", "/v1/transactions/{txn_id}/acks"): [Case(_acks_in_transaction)],
     ("GET", "/v1/groups/{group}"): [
         Case(

@@ -354,4 +354,30 @@ def test_too_many_receipts_in_one_request(database_url: str) -> None:
             ("/v1/transactions/txn-x/acks", {"group": "g", "receipts": ["r"] * 3}),
         ):
             response = client.post(path, json=body)
-            assert (response.status_code, error_code(response)) == (400, "INVALID_REQUEST"), path
+            assert (response.status_code, error_code(response)) == (422, "VALIDATION_ERROR"), path
+
+
+def test_share_groups_are_listed_and_deleted_once_nothing_is_locked(jobs: TestClient) -> None:
+    produce(jobs, [1, 2, 3])
+    held = receive(jobs, max_messages=2)
+    ack(jobs, receive(jobs, group="other", max_messages=3), group="other")
+    listed = {g["group"]: g for g in jobs.get("/v1/share-groups").json()["share_groups"]}
+    assert listed == {
+        GROUP: {"group": GROUP, "topics": ["jobs"], "locked": 2, "accepted": 0, "dlq": 0},
+        "other": {"group": "other", "topics": ["jobs"], "locked": 0, "accepted": 3, "dlq": 0},
+    }
+    busy = jobs.delete(f"/v1/share-groups/{GROUP}")
+    assert (busy.status_code, error_code(busy)) == (409, "SHARE_GROUP_IN_USE")
+    txn = jobs.post("/v1/transactions", json={}).json()["txn_id"]
+    ack(jobs, held[:1])
+    pending = jobs.post(f"/v1/transactions/{txn}/acks", json={"group": GROUP, "receipts": [held[1]["receipt"]]})
+    assert pending.status_code == 200
+    busy = jobs.delete(f"/v1/share-groups/{GROUP}")  # a transaction still holds one acknowledgement
+    assert (busy.status_code, error_code(busy)) == (409, "SHARE_GROUP_IN_USE")
+    assert jobs.post(f"/v1/transactions/{txn}/commit").status_code == 200
+
+    assert jobs.delete(f"/v1/share-groups/{GROUP}").status_code == 204
+    assert [g["group"] for g in jobs.get("/v1/share-groups").json()["share_groups"]] == ["other"]
+    gone = jobs.delete(f"/v1/share-groups/{GROUP}")
+    assert (gone.status_code, error_code(gone)) == (404, "SHARE_GROUP_NOT_FOUND")
+    assert [m["value"] for m in receive(jobs, max_messages=5)] == [1, 2, 3]  # used again: from the beginning

@@ -79,3 +79,21 @@ def test_a_timed_out_transaction_is_listed_as_such(client: TestClient) -> None:
     [found] = listed(client, state="TIMED_OUT")
     assert found["txn_id"] == txn_id
     assert listed(client, state="OPEN") == []
+
+
+def test_a_transactions_description_names_its_transactional_id_and_age(client: TestClient) -> None:
+    create_topic(client, "orders")
+    producer = client.post("/v1/producers", json={"transactional_id": "etl-2"}).json()
+    before = now_ms()
+    bound = client.post("/v1/transactions", json=producer).json()["txn_id"]
+    anonymous = client.post("/v1/transactions", json={}).json()["txn_id"]
+    write(client, anonymous, "orders", 0)
+    client.post(f"/v1/transactions/{anonymous}/abort")
+
+    described = client.get(f"/v1/transactions/{bound}").json()
+    assert described["transactional_id"] == "etl-2" and described["state"] == "OPEN"
+    assert before <= described["started_ms"] <= now_ms() and described["age_ms"] >= 0
+    assert described["last_state_change_ms"] == described["started_ms"]  # open: no change since it began
+    ended = client.get(f"/v1/transactions/{anonymous}").json()
+    assert ended["transactional_id"] is None and ended["state"] == "ABORTED"
+    assert ended["last_state_change_ms"] >= ended["started_ms"]

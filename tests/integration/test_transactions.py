@@ -196,12 +196,12 @@ def test_a_commit_after_the_timeout_loses_even_before_the_timeout_job_runs(topic
 
 def test_transaction_timeouts_are_bounded(topics: TestClient) -> None:
     too_long = topics.post("/v1/transactions", json={"timeout_ms": 900_001})
-    assert (too_long.status_code, error_code(too_long)) == (400, "INVALID_TRANSACTION_TIMEOUT")
+    assert (too_long.status_code, error_code(too_long)) == (422, "INVALID_TRANSACTION_TIMEOUT")
     producer = topics.post("/v1/producers", json={"transactional_id": "x", "transaction_timeout_ms": 10**9})
-    assert (producer.status_code, error_code(producer)) == (400, "INVALID_TRANSACTION_TIMEOUT")
+    assert (producer.status_code, error_code(producer)) == (422, "INVALID_TRANSACTION_TIMEOUT")
     assert topics.post("/v1/transactions", json={"timeout_ms": 1000}).json()["timeout_ms"] == 1000
     half = topics.post("/v1/transactions", json={"producer_id": 1})
-    assert half.status_code == 400
+    assert (half.status_code, error_code(half)) == (422, "VALIDATION_ERROR")
 
 
 def test_a_retried_commit_completes_a_prepared_transaction(topics: TestClient, broker: Broker) -> None:
@@ -371,7 +371,7 @@ def test_a_transactional_produce_needs_a_producer_and_no_txn_id(topics: TestClie
     without_producer = send(topics, "a", 0, None, "x", transactional=True)
     with_txn_id_too = send(topics, "a", 0, txn, "x", transactional=True, **producer)
     for response in (without_producer, with_txn_id_too):
-        assert (response.status_code, error_code(response)) == (400, "INVALID_REQUEST")
+        assert (response.status_code, error_code(response)) == (422, "VALIDATION_ERROR")
     assert values(topics, "a", 0, "read_uncommitted") == []
 
 

@@ -128,8 +128,8 @@ def test_limits_are_inclusive(http: httpx.Client) -> None:
 
 def test_too_many_messages_in_one_batch(http: httpx.Client) -> None:
     six = {"messages": [{"value": i} for i in range(6)]}
-    refused(http.post("/v1/topics/limits/messages", json=six), 400, "INVALID_REQUEST", "5")
-    refused(http.post("/v1/topics/limits/partitions/0/messages", json=six), 400, "INVALID_REQUEST", "5")
+    refused(http.post("/v1/topics/limits/messages", json=six), 422, "VALIDATION_ERROR", "5")
+    refused(http.post("/v1/topics/limits/partitions/0/messages", json=six), 422, "VALIDATION_ERROR", "5")
     five = {"messages": [{"value": i} for i in range(5)]}
     assert http.post("/v1/topics/limits/messages", json=five).status_code == 200
     still_healthy(http)
@@ -137,22 +137,22 @@ def test_too_many_messages_in_one_batch(http: httpx.Client) -> None:
 
 def test_fetch_size_and_wait_limits(http: httpx.Client) -> None:
     path = "/v1/topics/limits/partitions/0/messages"
-    refused(http.get(path, params={"max_messages": 51}), 400, "INVALID_REQUEST", "50")
-    refused(http.get(path, params={"max_messages": 10, "max_wait_ms": 5001}), 400, "INVALID_REQUEST", "5000")
+    refused(http.get(path, params={"max_messages": 51}), 422, "VALIDATION_ERROR", "50")
+    refused(http.get(path, params={"max_messages": 10, "max_wait_ms": 5001}), 422, "VALIDATION_ERROR", "5000")
     assert http.get(path, params={"max_messages": 50}).status_code == 200
-    refused(http.get("/v1/producer-groups/lg/checks", params={"max_wait_ms": 5001}), 400, "INVALID_REQUEST", "5000")
+    refused(http.get("/v1/producer-groups/lg/checks", params={"max_wait_ms": 5001}), 422, "VALIDATION_ERROR", "5000")
     still_healthy(http)
 
 
 def test_header_count_and_size_limits(http: httpx.Client) -> None:
     four = {f"h{i}": "v" for i in range(4)}
     many = http.post("/v1/topics/limits/messages", json={"messages": [{"value": 1, "headers": four}]})
-    refused(many, 400, "INVALID_REQUEST", "3")
+    refused(many, 422, "VALIDATION_ERROR", "3")
     large = {"h": "v" * 300}
     big = http.post("/v1/topics/limits/messages", json={"messages": [{"value": 1, "headers": large}]})
-    refused(big, 400, "INVALID_REQUEST", "200")
+    refused(big, 422, "VALIDATION_ERROR", "200")
     half = {"topic": "limits", "producer_group": "lg", "value": 1, "headers": four}
-    refused(http.post("/v1/half-messages", json=half), 400, "INVALID_REQUEST", "3")
+    refused(http.post("/v1/half-messages", json=half), 422, "VALIDATION_ERROR", "3")
     three = {f"h{i}": "v" for i in range(3)}
     assert http.post("/v1/topics/limits/messages", json={"messages": [{"value": 1, "headers": three}]}).status_code == 200
     still_healthy(http)

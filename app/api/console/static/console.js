@@ -10,7 +10,6 @@
  */
 
 const TOKEN_KEY = "halfmq.console.token";
-const RECENT_SHARES_KEY = "halfmq.console.share-groups";
 const UNFINISHED = ["OPEN", "PREPARE_COMMIT", "PREPARE_ABORT"];
 const HALF_STATES = ["PREPARED", "DISCARDED", "COMMITTED", "ROLLED_BACK"];
 // How far the overview counts half messages of each state: exactly where an operator may have
@@ -476,8 +475,32 @@ function overviewPage() {
     return String(open.length);
   }
 
+  async function groupLag() {
+    const groups = (await api("GET", "/v1/groups")).groups;
+    const behind = groups.filter((g) => g.lag > 0).sort((a, b) => b.lag - a.lag);
+    const total = groups.reduce((sum, g) => sum + (g.lag || 0), 0);
+    document.querySelector('[data-figure="lag"]').textContent = number(total);
+    fill(
+      document.querySelector('[data-figure="lagging-groups"]'),
+      behind.length ? h("span", { class: "warn-text" }, `${behind.length} of ${groups.length} group(s) behind`) : `${groups.length} group(s), none behind`,
+      " · ",
+      pageLink("groups", {}, "list")
+    );
+    return table(
+      [
+        { title: "Group", cell: (g) => pageLink("groups", { group: g.group }, g.group) },
+        { title: "State", cell: (g) => badge(g.state) },
+        { title: "Members", num: true, cell: (g) => number(g.members) },
+        { title: "Lag", num: true, cell: (g) => h("span", { class: "warn-text" }, number(g.lag)) },
+      ],
+      behind.slice(0, 10),
+      { empty: groups.length ? "Every consumer group has read all that was committed." : "No consumer groups yet." }
+    );
+  }
+
   async function refresh() {
     await Promise.all([
+      load("group-lag", "Consumer lag", groupLag),
       load("topic-rates", "Message rates", rates),
       figure("topics", async () => String((await api("GET", "/v1/topics")).topics.length)),
       figure("open-transactions", openTransactions),
@@ -613,14 +636,6 @@ function topicsPage() {
     const p = partitionState();
     $("#browse-offset").value = Math.max(p.log_start_offset, p.high_watermark - count());
     fetchMessages();
-  }
-
-  function valueCell(message) {
-    let text;
-    if ("value_base64" in message) text = `base64:${message.value_base64}`;
-    else text = typeof message.value === "string" ? message.value : JSON.stringify(message.value);
-    if (text.length <= 160) return h("span", { class: "value" }, text);
-    return h("details", { class: "value" }, h("summary", {}, `${text.slice(0, 160)}…`), h("pre", {}, text));
   }
 
   async function fetchMessages() {
@@ -764,6 +779,7 @@ function groupsPage() {
         { title: "Group", cell: (g) => h("a", { href: `?group=${enc(g.group)}`, onclick: (e) => { e.preventDefault(); select(g.group); } }, g.group) },
         { title: "State", cell: (g) => badge(g.state) },
         { title: "Members", num: true, cell: (g) => number(g.members) },
+        { title: "Lag", num: true, cell: (g) => (g.lag === undefined ? "–" : g.lag > 0 ? h("span", { class: "warn-text" }, number(g.lag)) : "0") },
       ],
       groups,
       { empty: "No consumer groups yet.", rowAttrs: (g) => ({ "data-group": g.group }) }
@@ -777,23 +793,39 @@ function groupsPage() {
 /* ---------- share groups ---------- */
 
 function sharePage() {
-  function recent() {
-    try {
-      return JSON.parse(localStorage.getItem(RECENT_SHARES_KEY) || "[]");
-    } catch {
-      return [];
-    }
+  async function list() {
+    await load("share-list", "Listing share groups", async () => {
+      const groups = (await api("GET", "/v1/share-groups")).share_groups;
+      return table(
+        [
+          { title: "Share group", cell: (g) => h("a", { href: `?group=${enc(g.group)}`, onclick: (e) => { e.preventDefault(); select(g.group); } }, g.group) },
+          { title: "Topics", cell: (g) => g.topics.join(", ") },
+          { title: "Locked", num: true, cell: (g) => number(g.locked) },
+          { title: "Accepted", num: true, cell: (g) => number(g.accepted) },
+          { title: "Dead-lettered", num: true, cell: (g) => (g.dlq > 0 ? h("span", { class: "warn-text" }, number(g.dlq)) : number(g.dlq)) },
+          { title: "", cell: deleteButton },
+        ],
+        groups,
+        { empty: "No share group has received from a topic yet.", rowAttrs: (g) => ({ "data-share": g.group }) }
+      );
+    });
   }
 
-  function remember(group) {
-    const names = [group, ...recent().filter((n) => n !== group)].slice(0, 8);
-    localStorage.setItem(RECENT_SHARES_KEY, JSON.stringify(names));
-    showRecent();
-  }
-
-  function showRecent() {
-    const names = recent();
-    fill("recent-shares", names.length ? h("p", { class: "muted" }, "Recently viewed: ", names.map((n, i) => [i ? ", " : "", h("a", { href: `?group=${enc(n)}`, onclick: (e) => { e.preventDefault(); select(n); } }, n)])) : null);
+  function deleteButton(group) {
+    return h("button", {
+      type: "button",
+      class: "danger",
+      onclick: async (e) => {
+        const clicked = e.currentTarget;
+        const question = `Delete share group ${group.group}?`;
+        const text = "Its positions and in-flight records are forgotten: used again, it starts from the beginning of each partition. Refused while records are locked.";
+        if (!(await confirmAction(question, text, "Delete"))) return;
+        await act(clicked, () => api("DELETE", `/v1/share-groups/${enc(group.group)}`), () => `Share group ${group.group} deleted`, async () => {
+          if (queryParam("group") === group.group) fill("share-detail", h("p", { class: "muted" }, "Deleted."));
+          await list();
+        });
+      },
+    }, "Delete");
   }
 
   async function select(group) {
@@ -801,7 +833,6 @@ function sharePage() {
     $("#share-name").value = group;
     await load("share-detail", `Describing share group ${group}`, async () => {
       const described = await api("GET", `/v1/share-groups/${enc(group)}`);
-      remember(group);
       const partitions = described.topics.flatMap((t) => (t.partitions || []).map((p) => ({ topic: t.topic, ...p })));
       return [
         table(
@@ -841,11 +872,30 @@ function sharePage() {
     const name = $("#share-name").value.trim();
     if (name) select(name);
   });
-  showRecent();
+  list();
   if (queryParam("group")) select(queryParam("group"));
 }
 
 /* ---------- half messages ---------- */
+
+// A message's value, as the topic browser and the half-message pages show it: short ones inline,
+// long ones folded; "…" where the broker cut it (a half-message list sends 256 characters).
+function valueCell(message) {
+  if (message.body_hidden) return h("span", { class: "muted" }, "hidden: needs topic:read");
+  let text;
+  if ("value_base64" in message) text = `base64:${message.value_base64}`;
+  else if ("value" in message) text = typeof message.value === "string" ? message.value : JSON.stringify(message.value);
+  else return h("span", { class: "muted" }, "–");
+  if (message.value_truncated) text += "…";
+  if (text.length <= 160) return h("span", { class: "value" }, text);
+  return h("details", { class: "value" }, h("summary", {}, `${text.slice(0, 160)}…`), h("pre", {}, text));
+}
+
+function headersCell(headers) {
+  const names = Object.keys(headers || {});
+  if (!names.length) return h("span", { class: "muted" }, "none");
+  return h("span", { class: "value" }, names.map((n) => `${n}=${headers[n]}`).join(", "));
+}
 
 function halfPage() {
   let selected = null;
@@ -863,6 +913,8 @@ function halfPage() {
           { title: "State", cell: (m) => badge(m.state) },
           { title: "Checks", num: true, cell: (m) => m.check_times },
           { title: "Born", cell: (m) => when(m.born_timestamp) },
+          { title: "Key", cell: (m) => (m.key === undefined || m.key === null ? h("span", { class: "muted" }, "–") : h("span", { class: "ident nowrap" }, m.key)) },
+          { title: "Value", cls: "value-cell", cell: valueCell },
         ],
         answer.half_messages,
         {
@@ -920,6 +972,9 @@ function halfPage() {
           ["Born", [clock(half.born_timestamp), " (", when(half.born_timestamp), ")"]],
           ["Back-checks", number(half.check_times)],
           half.resolved_by ? ["Resolved", [`by ${half.resolved_by}, `, when(half.resolved_at)]] : null,
+          half.body_hidden || "headers" in half ? ["Key", half.key === undefined || half.key === null ? h("span", { class: "muted" }, "none") : ident(half.key)] : null,
+          "headers" in half ? ["Headers", headersCell(half.headers)] : null,
+          half.body_hidden || "headers" in half ? ["Value", valueCell(half)] : null,
         ]),
         actions(half),
         h("h3", {}, "Check history"),
@@ -1021,6 +1076,7 @@ function transactionsPage() {
           txn.transactional_id ? ["Transactional id", txn.transactional_id] : null,
           txn.producer_id !== null && txn.producer_id !== undefined ? ["Producer", `${txn.producer_id} / epoch ${txn.producer_epoch}`] : null,
           txn.started_ms ? ["Started", [clock(txn.started_ms), " (", when(txn.started_ms), ")"]] : null,
+          txn.started_ms ? ["Age", age(txn)] : null,
           ["Timeout", span(txn.timeout_ms)],
           ["Partitions", partitionList(txn.partitions)],
         ]),
