@@ -44,6 +44,7 @@ if TYPE_CHECKING:
         TransactionFilter,
         TransactionListing,
     )
+    from half_store.domain.broker_records import BrokerRecord
     from half_store.domain.classic_groups import ClassicGroupView, JoinAnswer, JoinRequest, SyncAnswer
     from half_store.domain.delay_records import ScheduledMessage
     from half_store.domain.group_records import GroupSummary, GroupView, MemberAnswer, MemberRef, NamedPartition
@@ -60,7 +61,6 @@ if TYPE_CHECKING:
         Record,
         Topic,
     )
-    from half_store.domain.rocketmq_records import ListenerRecord
     from half_store.domain.share_records import Acknowledgement, ReceiptResult, ShareReceived, ShareTopicView
     from half_store.domain.txn_state import TxnState
     from half_store.services.coordinator import TransactionView
@@ -329,12 +329,12 @@ class DelayCalls(Protocol):
 
 
 @runtime_checkable
-class RocketMQRegistryCalls(Protocol):
-    async def heartbeat(self, listener: ListenerRecord) -> list[ListenerRecord]: ...
+class BrokerRegistryCalls(Protocol):
+    async def heartbeat(self, broker: BrokerRecord) -> list[BrokerRecord]: ...
 
     async def leave(self, instance_id: str) -> None: ...
 
-    async def live(self) -> list[ListenerRecord]: ...
+    async def live(self) -> list[BrokerRecord]: ...
 
 
 @dataclass
@@ -354,7 +354,7 @@ class BrokerHandle(ABC):
     classic: ClassicGroupCalls
     producer_txns: ProducerTransactionCalls
     delays: DelayCalls
-    rocketmq: RocketMQRegistryCalls
+    brokers: BrokerRegistryCalls
 
     @abstractmethod
     async def ready(self) -> bool:

@@ -99,6 +99,8 @@ async def txn_offset_commit(session: Session, request: Any) -> Any:
     ]
     if error is None and any(not session.allows(Need(ResourceType.TOPIC, c.topic, Operation.READ)) for c in commits):
         error = ErrorCode.topic_authorization_failed
+    if error is None and not session.cluster.coordinates(request.group_id):
+        error = ErrorCode.not_coordinator  # the member's generation is checked where the group lives
     if error is None:
         try:
             await session.broker.classic.check_commit(
