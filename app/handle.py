@@ -316,6 +316,10 @@ class ProducerTransactionCalls(Protocol):
         self, producer_id: int, producer_epoch: int, commit: bool, principal: str | None = None
     ) -> TxnState | None: ...
 
+    async def end_bumping_epoch(
+        self, producer_id: int, producer_epoch: int, commit: bool, principal: str | None = None
+    ) -> ProducerIdentity: ...
+
 
 @runtime_checkable
 class DelayCalls(Protocol):

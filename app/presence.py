@@ -20,6 +20,7 @@ from collections.abc import AsyncIterator, Callable
 from contextlib import asynccontextmanager
 
 from app.handle import BrokerRegistryCalls
+from app.metrics import LIVE_BROKERS
 from half_store.domain.broker_records import BrokerRecord
 from half_store.domain.errors import BrokerError
 from half_store.domain.rocketmq_records import ClientSessionRecord
@@ -60,6 +61,7 @@ class Presence:
             self.grpc_address, self.rocketmq_sessions(),
         )
         live = await self.registry.heartbeat(record)
+        LIVE_BROKERS.set(len(live))
         for watcher in self._watchers:
             watcher(live)
 

@@ -8,6 +8,7 @@ from __future__ import annotations
 
 import asyncio
 import base64
+import datetime
 import time
 import uuid
 from collections.abc import Callable, Iterator
@@ -16,8 +17,16 @@ from typing import Any
 import httpx
 import pytest
 from confluent_kafka import Consumer, KafkaError, KafkaException, Producer, TopicPartition
+from kio.schema.api_versions.v3.request import ApiVersionsRequest
+from kio.schema.end_txn.v5.request import EndTxnRequest
+from kio.schema.errors import ErrorCode
+from kio.schema.init_producer_id.v4.request import InitProducerIdRequest
+from kio.schema.produce.v12.request import PartitionProduceData, ProduceRequest, TopicProduceData
+from kio.static.primitive import i16, i32, i32Timedelta
 
+from app.kafka.record_batches import KafkaRecord, OutgoingBatch, write_batch
 from tests.support.broker_process import BrokerProcess, free_port
+from tests.support.kafka_wire import KafkaWire
 
 pytestmark = pytest.mark.e2e
 
@@ -346,3 +355,58 @@ def test_binary_keys_null_values_and_repeated_headers_round_trip_exactly(
     assert (record.key(), record.value(), record.headers()) == (b"\xfe\x01", None, [("h", b"1"), ("h", b"\xff"), ("n", None)])
     (shown,) = rest.get(f"/v1/topics/{topic}/partitions/0/messages", params={"offset": 0}).json()["messages"]
     assert shown["key"] is None and shown["value"] is None
+
+
+# -- transaction protocol v2 (KIP-890), raw: no installed client speaks it ----------------------------------
+
+
+def _txn_produce(
+    wire: KafkaWire, transactional_id: str, topic: str, identity: tuple[int, int], sequence: int, value: bytes
+) -> Any:
+    """Produce v12 of one transactional record; the partition's answer."""
+    producer_id, epoch = identity
+    record = KafkaRecord(0, int(time.time() * 1000), None, value, ())
+    batch = write_batch(OutgoingBatch(0, [record], producer_id, epoch, sequence, transactional=True))
+    answer = wire.call(
+        ProduceRequest(
+            transactional_id=transactional_id, acks=i16(-1), timeout=i32Timedelta.parse(datetime.timedelta(seconds=10)),
+            topic_data=(TopicProduceData(name=topic, partition_data=(PartitionProduceData(index=i32(0), records=batch),)),),
+        )
+    )
+    return answer.responses[0].partition_responses[0]
+
+
+def test_transaction_protocol_v2_moves_the_epoch_on_at_every_end_and_fences_late_writes(
+    broker: BrokerProcess, new_topic: Callable[..., str], rest: httpx.Client
+) -> None:
+    topic, transactional_id = new_topic(1), f"tx-{uuid.uuid4().hex[:8]}"
+    with KafkaWire(broker.kafka_bootstrap) as wire:
+        versions = wire.call(ApiVersionsRequest(client_software_name="t", client_software_version="1"))
+        assert next(k.max_version for k in versions.api_keys if k.api_key == 26) >= 5  # EndTxn v5
+        assert [(f.name, f.max_version_level) for f in versions.finalized_features] == [("transaction.version", 2)]
+        init = wire.call(InitProducerIdRequest(transactional_id=transactional_id,
+                                               transaction_timeout=i32Timedelta.parse(datetime.timedelta(seconds=30))))
+        first = (init.producer_id, init.producer_epoch)
+
+        assert _txn_produce(wire, transactional_id, topic, first, 0, b"committed").error_code is ErrorCode.none
+        end = wire.call(EndTxnRequest(transactional_id=transactional_id, producer_id=first[0], producer_epoch=first[1],
+                                      committed=True))
+        assert end.error_code is ErrorCode.none and (end.producer_id, end.producer_epoch) == (first[0], first[1] + 1)
+        # A late write of the ended transaction's epoch may not begin the next transaction.
+        late = _txn_produce(wire, transactional_id, topic, first, 1, b"late")
+        assert late.error_code in (ErrorCode.invalid_producer_epoch, ErrorCode.producer_fenced)
+
+        second = (end.producer_id, end.producer_epoch)
+        assert _txn_produce(wire, transactional_id, topic, second, 0, b"aborted").error_code is ErrorCode.none
+        end = wire.call(EndTxnRequest(transactional_id=transactional_id, producer_id=second[0], producer_epoch=second[1],
+                                      committed=False))
+        assert end.error_code is ErrorCode.none and end.producer_epoch == second[1] + 1
+        # The ended epoch cannot end anything again: it is fenced like any older epoch.
+        again = wire.call(EndTxnRequest(transactional_id=transactional_id, producer_id=second[0], producer_epoch=second[1],
+                                        committed=False))
+        assert again.error_code is ErrorCode.producer_fenced
+
+    got = read_all(consumer(broker, **{"isolation.level": "read_committed"}), topic, 1, 1)
+    assert [m.value() for m in got] == [b"committed"]
+    listed = rest.get("/v1/transactions", params={"transactional_id": transactional_id}).json()["transactions"]
+    assert sorted((t["producer_epoch"], t["state"]) for t in listed) == [(first[1], "COMMITTED"), (second[1], "ABORTED")]

@@ -23,13 +23,34 @@ def topic_uuid(topic: Topic) -> uuid.UUID:
     return uuid.uuid5(_TOPIC_NAMESPACE, f"{topic.topic_id}:{topic.name}")
 
 
+# KIP-584 feature levels: transaction.version 2 is transaction protocol v2 (KIP-890 part 2),
+# which clients that know it (the Java client from 4.0) use only when the cluster finalized it.
+# (A supported range starting at 0 is left out of ApiVersions v3 answers, hence 1.)
+TRANSACTION_VERSION = "transaction.version"
+TRANSACTION_VERSION_LEVEL = 2
+
+
 @api(18, 0, 3, before_auth=True)
 async def api_versions(session: Session, request: Any) -> Any:
     m = response_module(request)
     keys = tuple(
         m.ApiVersion(api_key=a.key, min_version=a.min_version, max_version=a.max_version) for a in table().values()
     )
-    return build(m.ApiVersionsResponse, error_code=ErrorCode.none, api_keys=keys, throttle_time=NO_THROTTLE)
+    features: dict[str, Any] = {}
+    if request.__version__ >= 3:
+        features = {
+            "supported_features": (
+                m.SupportedFeatureKey(name=TRANSACTION_VERSION, min_version=1, max_version=TRANSACTION_VERSION_LEVEL),
+            ),
+            "finalized_features_epoch": 0,
+            "finalized_features": (
+                m.FinalizedFeatureKey(
+                    name=TRANSACTION_VERSION, max_version_level=TRANSACTION_VERSION_LEVEL,
+                    min_version_level=TRANSACTION_VERSION_LEVEL,
+                ),
+            ),
+        }
+    return build(m.ApiVersionsResponse, error_code=ErrorCode.none, api_keys=keys, throttle_time=NO_THROTTLE, **features)
 
 
 @api(3, 0, 12)
