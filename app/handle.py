@@ -231,7 +231,7 @@ class GroupCalls(Protocol):
         group: str,
         member_id: str,
         member_epoch: int,
-        owned: Sequence[NamedPartition],
+        owned: Sequence[NamedPartition] | None,
         topics: Sequence[str] | None = None,
     ) -> MemberAnswer: ...
 

@@ -35,7 +35,8 @@ pytestmark = pytest.mark.e2e
 def broker(module_database_url: str, tmp_path_factory: pytest.TempPathFactory) -> Iterator[BrokerProcess]:
     path = tmp_path_factory.mktemp("kafka-broker")
     process = BrokerProcess(
-        module_database_url, log_path=path / "broker.log", kafka_port=free_port(), group_min_session_timeout_ms=1000
+        module_database_url, log_path=path / "broker.log", kafka_port=free_port(), group_min_session_timeout_ms=1000,
+        group_heartbeat_interval_ms=500,
     )
     process.start()
     try:
@@ -295,6 +296,47 @@ def test_a_classic_group_shares_partitions_and_rebalances_when_a_member_leaves(
         members[0].poll(0.1)
     assert {tp.partition for tp in members[0].assignment()} == {0, 1, 2, 3}
     members[0].close()
+
+
+def test_a_kip_848_group_shares_partitions_commits_and_rebalances_when_a_member_leaves(
+    broker: BrokerProcess, new_topic: Callable[..., str], rest: httpx.Client
+) -> None:
+    """group.protocol=consumer: halfmq's own groups, with the broker's assignor, seen over REST too."""
+    topic, group = new_topic(4), f"g-{uuid.uuid4().hex[:8]}"
+    seed = Producer({"bootstrap.servers": broker.kafka_bootstrap})
+    for i in range(8):
+        seed.produce(topic, value=str(i), partition=i % 4)
+    assert seed.flush(10) == 0
+    members = [
+        Consumer({"bootstrap.servers": broker.kafka_bootstrap, "group.id": group, "group.protocol": "consumer",
+                  "auto.offset.reset": "earliest", "enable.auto.commit": False})
+        for _ in range(2)
+    ]
+    for member in members:
+        member.subscribe([topic])
+    got: list[bytes] = []
+    deadline = time.monotonic() + 30
+    while time.monotonic() < deadline:
+        for member in members:
+            message = member.poll(0.1)
+            if message is not None and message.error() is None:
+                got.append(message.value())
+        owned = [{tp.partition for tp in member.assignment()} for member in members]
+        if all(len(o) == 2 for o in owned) and len(got) == 8:
+            break
+    assert owned[0] | owned[1] == {0, 1, 2, 3} and not owned[0] & owned[1]
+    assert sorted(got) == sorted(str(i).encode() for i in range(8))
+    view = rest.get(f"/v1/groups/{group}").json()
+    assert sorted(len(m["assignment"]) for m in view["members"]) == [2, 2]
+    members[1].close()
+    deadline = time.monotonic() + 30
+    while time.monotonic() < deadline and len(members[0].assignment()) != 4:
+        members[0].poll(0.1)
+    assert {tp.partition for tp in members[0].assignment()} == {0, 1, 2, 3}
+    members[0].commit(offsets=[TopicPartition(topic, p, 2) for p in range(4)], asynchronous=False)
+    members[0].close()
+    offsets = {o["partition"]: o["offset"] for o in rest.get(f"/v1/groups/{group}/offsets").json()["offsets"]}
+    assert offsets == {0: 2, 1: 2, 2: 2, 3: 2}
 
 
 def test_a_kafka_group_starts_at_offsets_committed_over_rest(

@@ -57,10 +57,15 @@ async def api_versions(session: Session, request: Any) -> Any:
 async def metadata(session: Session, request: Any) -> Any:
     m = response_module(request)
     known = {t.name: t for t in await session.broker.log.list_topics(include_system=False)}
+    by_id = {topic_uuid(t): t.name for t in known.values()}
+    unknown_ids: list[uuid.UUID] = []
     if request.topics is None:
         wanted = [name for name in known if session.allows(Need(ResourceType.TOPIC, name, Operation.DESCRIBE))]
     else:
-        wanted = [t.name for t in request.topics if t.name is not None]
+        # v10+: a topic may be asked for by id alone (KIP-848 consumers map their assignment's ids so)
+        wanted = [t.name if t.name is not None else by_id[t.topic_id] for t in request.topics
+                  if t.name is not None or getattr(t, "topic_id", None) in by_id]
+        unknown_ids = [t.topic_id for t in request.topics if t.name is None and getattr(t, "topic_id", None) not in by_id]
     auto_create = session.settings.kafka_auto_create_topics and getattr(request, "allow_auto_topic_creation", True)
     topics = []
     for name in wanted:
@@ -73,6 +78,9 @@ async def metadata(session: Session, request: Any) -> Any:
         elif topic is None:
             error = ErrorCode.unknown_topic_or_partition if TOPIC_NAME_RE.match(name) else ErrorCode.invalid_topic_exception
         topics.append(_topic_metadata(session, m, name, topic if error is ErrorCode.none else None, error))
+    for topic_id in unknown_ids:
+        topics.append(build(m.MetadataResponseTopic, error_code=ErrorCode.unknown_topic_id, name=None, topic_id=topic_id,
+                            is_internal=False, partitions=(), topic_authorized_operations=-2147483648))
     brokers = tuple(m.MetadataResponseBroker(node_id=n.node_id, host=n.host, port=n.port) for n in session.cluster.nodes)
     return build(
         m.MetadataResponse,

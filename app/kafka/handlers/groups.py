@@ -13,6 +13,7 @@ from app.kafka.session import Session
 from half_store.domain.access import Need, Operation, ResourceType
 from half_store.domain.classic_groups import JoinRequest
 from half_store.domain.errors import BrokerError
+from half_store.domain.group_records import MemberRef
 from half_store.domain.records import GroupOffset, OffsetCommit
 
 CONSUMER = "consumer"
@@ -135,8 +136,8 @@ async def offset_commit(session: Session, request: Any) -> Any:
     if error is None and allowed:
         generation = getattr(request, "generation_id_or_member_epoch", getattr(request, "generation_id", -1))
         try:
-            await session.broker.classic.check_commit(request.group_id, generation, getattr(request, "member_id", ""))
-            await session.broker.log.commit_group_offsets(request.group_id, allowed)
+            member = await commit_member(session, request.group_id, generation, getattr(request, "member_id", ""))
+            await session.broker.log.commit_group_offsets(request.group_id, allowed, member)
             error = ErrorCode.none
         except BrokerError as failure:
             error = _commit_code(failure)
@@ -154,6 +155,16 @@ async def offset_commit(session: Session, request: Any) -> Any:
         for topic in request.topics
     )
     return build(m.OffsetCommitResponse, throttle_time=NO_THROTTLE, topics=topics)
+
+
+async def commit_member(session: Session, group: str, generation: int, member_id: str) -> MemberRef | None:
+    """Who commits: a classic member is checked against its group's generation here (None after); a member of
+    a KIP-848 group (one the classic coordinator does not know) is named with its member epoch, for the
+    group coordinator's fencing (half_store/services/group_fencing.py)."""
+    if member_id and generation >= 0 and (await session.broker.classic.describe([group]))[0] is None:
+        return MemberRef(member_id, generation)
+    await session.broker.classic.check_commit(group, generation, member_id)
+    return None
 
 
 def _commit_code(failure: BrokerError) -> ErrorCode:

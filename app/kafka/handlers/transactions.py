@@ -7,6 +7,7 @@ from typing import Any
 from kio.schema.errors import ErrorCode
 
 from app.kafka.errors import kafka_code
+from app.kafka.handlers.groups import commit_member
 from app.kafka.protocol import NO_THROTTLE, api, build, response_module
 from app.kafka.session import Session
 from app.metrics import KAFKA_EPOCH_BUMPS
@@ -104,11 +105,11 @@ async def txn_offset_commit(session: Session, request: Any) -> Any:
         error = ErrorCode.not_coordinator  # the member's generation is checked where the group lives
     if error is None:
         try:
-            await session.broker.classic.check_commit(
-                request.group_id, getattr(request, "generation_id", -1), getattr(request, "member_id", "")
+            member = await commit_member(
+                session, request.group_id, getattr(request, "generation_id", -1), getattr(request, "member_id", "")
             )
             await session.broker.producer_txns.add_offsets(
-                request.producer_id, request.producer_epoch, request.group_id, commits, principal=session.owner
+                request.producer_id, request.producer_epoch, request.group_id, commits, member, session.owner
             )
             error = ErrorCode.none
         except BrokerError as failure:
