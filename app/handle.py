@@ -105,6 +105,8 @@ class LogCalls(Protocol):
 
     async def group_offsets(self, group: str) -> list[GroupOffset]: ...
 
+    async def pending_group_offsets(self, group: str) -> set[tuple[str, int]]: ...
+
 
 @runtime_checkable
 class CoordinatorCalls(Protocol):

@@ -21,6 +21,7 @@ from kio.schema.api_versions.v3.request import ApiVersionsRequest
 from kio.schema.end_txn.v5.request import EndTxnRequest
 from kio.schema.errors import ErrorCode
 from kio.schema.init_producer_id.v4.request import InitProducerIdRequest
+from kio.schema.offset_fetch.v7.request import OffsetFetchRequest, OffsetFetchRequestTopic
 from kio.schema.produce.v12.request import PartitionProduceData, ProduceRequest, TopicProduceData
 from kio.static.primitive import i16, i32, i32Timedelta
 
@@ -337,6 +338,33 @@ def test_a_kip_848_group_shares_partitions_commits_and_rebalances_when_a_member_
     members[0].close()
     offsets = {o["partition"]: o["offset"] for o in rest.get(f"/v1/groups/{group}/offsets").json()["offsets"]}
     assert offsets == {0: 2, 1: 2, 2: 2, 3: 2}
+
+
+def test_offset_fetch_require_stable_waits_for_offsets_a_transaction_holds(
+    broker: BrokerProcess, new_topic: Callable[..., str]
+) -> None:
+    """KIP-447: a read_committed consumer asks with require_stable and gets UNSTABLE_OFFSET_COMMIT until the end."""
+    topic, group = new_topic(1), f"g-{uuid.uuid4().hex[:8]}"
+    seed = Producer({"bootstrap.servers": broker.kafka_bootstrap})
+    for i in range(3):
+        seed.produce(topic, value=str(i))
+    assert seed.flush(10) == 0
+    reader = consumer(broker, **{"group.id": group})
+    producer = _transactional(broker, f"tx-{uuid.uuid4().hex[:8]}")
+    producer.begin_transaction()
+    producer.send_offsets_to_transaction([TopicPartition(topic, 0, 2)], reader.consumer_group_metadata(), 20)
+
+    def fetch(stable: bool) -> Any:
+        with KafkaWire(broker.kafka_bootstrap) as wire:
+            asked = (OffsetFetchRequestTopic(name=topic, partition_indexes=(i32(0),)),)
+            (answer,) = wire.call(OffsetFetchRequest(group_id=group, topics=asked, require_stable=stable)).topics
+        return answer.partitions[0]
+
+    assert fetch(True).error_code is ErrorCode.unstable_offset_commit
+    assert (fetch(False).error_code, fetch(False).committed_offset) == (ErrorCode.none, -1)
+    producer.commit_transaction(20)
+    assert (fetch(True).error_code, fetch(True).committed_offset) == (ErrorCode.none, 2)
+    reader.close()
 
 
 def test_a_kafka_group_starts_at_offsets_committed_over_rest(

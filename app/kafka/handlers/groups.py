@@ -179,10 +179,13 @@ async def offset_fetch(session: Session, request: Any) -> Any:
     m = response_module(request)
     error = _group_refusal(session, request.group_id)
     committed: dict[tuple[str, int], GroupOffset] = {}
+    pending: set[tuple[str, int]] = set()
     if error is None:
         try:
             for offset in await session.broker.log.group_offsets(request.group_id):
                 committed[(offset.topic, offset.partition)] = offset
+            if getattr(request, "require_stable", False):  # v7 (KIP-447): not while a transaction may change it
+                pending = await session.broker.log.pending_group_offsets(request.group_id)
             error = ErrorCode.none
         except BrokerError as failure:
             error = kafka_code(failure)
@@ -197,7 +200,11 @@ async def offset_fetch(session: Session, request: Any) -> Any:
         readable = session.allows(Need(ResourceType.TOPIC, name, Operation.DESCRIBE))
         parts = []
         for partition in partitions:
-            found = committed.get((name, partition)) if readable else None
+            unstable = (name, partition) in pending
+            found = committed.get((name, partition)) if readable and not unstable else None
+            code = ErrorCode.topic_authorization_failed if not readable else ErrorCode.none
+            if readable and unstable:
+                code = ErrorCode.unstable_offset_commit  # retriable: the client asks again
             parts.append(
                 build(
                     m.OffsetFetchResponsePartition,
@@ -205,7 +212,7 @@ async def offset_fetch(session: Session, request: Any) -> Any:
                     committed_offset=found.offset if found else -1,
                     committed_leader_epoch=-1,
                     metadata=(found.metadata or "") if found else "",
-                    error_code=ErrorCode.none if readable else ErrorCode.topic_authorization_failed,
+                    error_code=code,
                 )
             )
         topics.append(m.OffsetFetchResponseTopic(name=name, partitions=tuple(parts)))
