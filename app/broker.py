@@ -15,6 +15,7 @@ from half_store.metrics import CONSUMER_LAG, GROUP_MEMBERS, LONG_POLL_WAITERS, c
 from half_store.services.access import AccessService
 from half_store.services.admin import AdminService
 from half_store.services.batch_log import BatchLog
+from half_store.services.broker_registry import BrokerRegistry
 from half_store.services.callback_guard import CallbackGuard
 from half_store.services.check_polling import CheckPolling
 from half_store.services.classic_groups import ClassicGroups
@@ -25,7 +26,6 @@ from half_store.services.half_messages import HalfMessageService
 from half_store.services.log_service import LogService
 from half_store.services.notifier import PartitionNotifier
 from half_store.services.producer_transactions import ProducerTransactions
-from half_store.services.rocketmq_registry import RocketMQRegistry
 from half_store.services.share_groups import ShareGroupService
 from half_store.settings import Settings
 from half_store.storage.database import open_database
@@ -56,7 +56,7 @@ class Broker(BrokerHandle):
     classic: ClassicGroups
     producer_txns: ProducerTransactions
     delays: DelayedMessageService
-    rocketmq: RocketMQRegistry
+    brokers: BrokerRegistry
 
     @classmethod
     def open(cls, settings: Settings) -> Broker:
@@ -83,7 +83,7 @@ class Broker(BrokerHandle):
             classic=ClassicGroups(settings),
             producer_txns=ProducerTransactions(coordinator),
             delays=DelayedMessageService(log_service, settings),
-            rocketmq=RocketMQRegistry(store),
+            brokers=BrokerRegistry(store),
         )
 
     async def ready(self) -> bool:

@@ -44,6 +44,7 @@ if TYPE_CHECKING:
         TransactionFilter,
         TransactionListing,
     )
+    from half_store.domain.broker_records import BrokerRecord
     from half_store.domain.classic_groups import ClassicGroupView, JoinAnswer, JoinRequest, SyncAnswer
     from half_store.domain.delay_records import ScheduledMessage
     from half_store.domain.group_records import GroupSummary, GroupView, MemberAnswer, MemberRef, NamedPartition
@@ -62,7 +63,6 @@ if TYPE_CHECKING:
         StoredMessage,
         Topic,
     )
-    from half_store.domain.rocketmq_records import ListenerRecord
     from half_store.domain.share_records import (
         Acknowledgement,
         ReceiptResult,
@@ -112,6 +112,8 @@ class LogCalls(Protocol):
     ) -> None: ...
 
     async def group_offsets(self, group: str) -> list[GroupOffset]: ...
+
+    async def pending_group_offsets(self, group: str) -> set[tuple[str, int]]: ...
 
 
 @runtime_checkable
@@ -241,7 +243,7 @@ class GroupCalls(Protocol):
         group: str,
         member_id: str,
         member_epoch: int,
-        owned: Sequence[NamedPartition],
+        owned: Sequence[NamedPartition] | None,
         topics: Sequence[str] | None = None,
     ) -> MemberAnswer: ...
 
@@ -332,6 +334,10 @@ class ProducerTransactionCalls(Protocol):
         self, producer_id: int, producer_epoch: int, commit: bool, principal: str | None = None
     ) -> TxnState | None: ...
 
+    async def end_bumping_epoch(
+        self, producer_id: int, producer_epoch: int, commit: bool, principal: str | None = None
+    ) -> ProducerIdentity: ...
+
 
 @runtime_checkable
 class DelayCalls(Protocol):
@@ -345,12 +351,12 @@ class DelayCalls(Protocol):
 
 
 @runtime_checkable
-class RocketMQRegistryCalls(Protocol):
-    async def heartbeat(self, listener: ListenerRecord) -> list[ListenerRecord]: ...
+class BrokerRegistryCalls(Protocol):
+    async def heartbeat(self, broker: BrokerRecord) -> list[BrokerRecord]: ...
 
     async def leave(self, instance_id: str) -> None: ...
 
-    async def live(self) -> list[ListenerRecord]: ...
+    async def live(self) -> list[BrokerRecord]: ...
 
 
 @dataclass
@@ -370,7 +376,7 @@ class BrokerHandle(ABC):
     classic: ClassicGroupCalls
     producer_txns: ProducerTransactionCalls
     delays: DelayCalls
-    rocketmq: RocketMQRegistryCalls
+    brokers: BrokerRegistryCalls
 
     @abstractmethod
     async def ready(self) -> bool:

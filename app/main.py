@@ -41,6 +41,7 @@ from app.auth.cache import AccessCache
 from app.kafka.front import kafka_front
 from app.memory import MemoryTrimmer, tune_garbage_collector
 from app.metrics import FRONT_MEMORY_RELEASED
+from app.presence import broker_presence
 from app.rocketmq.server import rocketmq_listener
 from half_store.domain.message_limits import MessageLimits
 from half_store.settings import Settings
@@ -63,7 +64,7 @@ async def _serving_broker(app: FastAPI, settings: Settings, shared: SharedCore |
         if metrics is not None:
             app.state.front_metrics = metrics.collect
         try:
-            async with access_control(app, settings), kafka_front(app, settings), rocketmq_front(app, settings):
+            async with access_control(app, settings), fronts(app, settings):
                 yield
         finally:
             if metrics is not None:
@@ -74,7 +75,7 @@ async def _serving_broker(app: FastAPI, settings: Settings, shared: SharedCore |
 
         async with running_broker(settings) as broker:
             app.state.broker = broker
-            async with access_control(app, settings), kafka_front(app, settings), rocketmq_front(app, settings):
+            async with access_control(app, settings), fronts(app, settings):
                 yield
 
 
@@ -144,9 +145,15 @@ def create_app(settings: Settings | None = None, shared: SharedCore | None = Non
 
 
 @asynccontextmanager
-async def rocketmq_front(app: FastAPI, settings: Settings) -> AsyncIterator[None]:
-    """The RocketMQ 5 gRPC listener beside the HTTP one, on the same broker handle and authority."""
-    async with rocketmq_listener(app.state.broker, app.state.authority, settings) as rocketmq:
+async def fronts(app: FastAPI, settings: Settings) -> AsyncIterator[None]:
+    """The Kafka and RocketMQ listeners beside the HTTP one, on the same broker handle and authority,
+    announced in the broker registry by this process's one heartbeat."""
+    broker, authority = app.state.broker, app.state.authority
+    async with (
+        broker_presence(broker.brokers, settings) as presence,
+        kafka_front(app, settings, presence),
+        rocketmq_listener(broker, authority, settings, presence) as rocketmq,
+    ):
         app.state.rocketmq = rocketmq
         yield
 

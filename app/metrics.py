@@ -78,6 +78,15 @@ KAFKA_RECORDS = Counter(
     "halfmq_kafka_records_total", "Records produced and fetched over the Kafka protocol", ["direction"],
     registry=FRONT_REGISTRY,
 )
+KAFKA_EPOCH_BUMPS = Counter(
+    "halfmq_kafka_epoch_bumps_total",
+    "Transactions ended in transaction protocol v2 (EndTxn v5), each moving its producer to the next epoch",
+    registry=FRONT_REGISTRY,
+)
+# The broker registry (app/presence.py): the live broker processes this one saw at its last heartbeat.
+LIVE_BROKERS = Gauge(
+    "halfmq_live_brokers", "Live broker processes on this database, at the last heartbeat", registry=FRONT_REGISTRY
+)
 
 FRONT_MEMORY_RELEASED = Counter(
     "halfmq_http_memory_released_bytes",

@@ -71,10 +71,14 @@ def main(argv: list[str] | None = None) -> int:
     )
     parser.add_argument("--only", default=None, metavar="KEYS",
                         help="comma-separated scenario keys to run (produce-1, produce-100, produce-1000, pairs, "
-                        "notxn, txn, txn-producer, notxn-big, txn-big, fetch, fetch-arrow, rocketmq); default all")
+                        "notxn, txn, txn-producer, notxn-big, txn-big, fetch, fetch-arrow, rocketmq, kafka); default all")
     parser.add_argument(
         "--rocketmq-clients", type=int, default=4, metavar="N",
         help="client processes for the RocketMQ-protocol rows and their REST twins (bench.rocketmq); 0 skips them",
+    )
+    parser.add_argument(
+        "--kafka-clients", type=int, default=2, metavar="N",
+        help="client processes for the Kafka-protocol rows and their REST twins (bench.kafka); 0 skips them",
     )
     parser.add_argument("--no-bare", action="store_true", help="do not measure the bare ASGI ceiling (bench.bare_app)")
     parser.add_argument(
@@ -138,8 +142,9 @@ def main(argv: list[str] | None = None) -> int:
         rows += scenarios.client_check(ceiling, args.duration)
         for db in dbs:
             rocketmq_clients = args.rocketmq_clients if args.only is None or "rocketmq" in args.only.split(",") else 0
+            kafka_clients = args.kafka_clients if args.only is None or "kafka" in args.only.split(",") else 0
             db_rows, meta = scenarios.run_database(
-                db, ceiling, bare, args.duration, args.profile, broker_settings, specs, rocketmq_clients
+                db, ceiling, bare, args.duration, args.profile, broker_settings, specs, rocketmq_clients, kafka_clients
             )
             rows += db_rows
             results["databases"][db] = meta

@@ -44,8 +44,8 @@ if str(REPO_ROOT) not in sys.path:
     sys.path.insert(0, str(REPO_ROOT))
 
 from bench.spark_ingest import tree_cpu_seconds  # noqa: E402
-from tests.support.broker_process import BrokerProcess  # noqa: E402
-from tests.support.replicator_process import ReplicatorProcess, read_partition, wait_for  # noqa: E402
+from tests.support.broker_process import BrokerProcess, wait_for  # noqa: E402
+from tests.support.replicator_process import ReplicatorProcess, read_partition  # noqa: E402
 
 ORIGIN_OFFSET = "halfmq-origin-offset"
 

@@ -118,19 +118,23 @@ def _rest_client(url: str, operation: str, group: str) -> Callable[[], int]:
     return receive
 
 
+StepFactory = Callable[[str, str, str], Callable[[], int]]
+"""``(address, operation, group)`` -> one client's step: it does one operation and returns how many messages it moved."""
+
+
 def _client_process(
-    protocol: str, address: str, operation: str, group: str, start_at: float, seconds: float, answers: Any
+    factory: StepFactory, address: str, operation: str, group: str, start_at: float, seconds: float, answers: Any
 ) -> None:
     try:
-        step = (_rocketmq_client if protocol == "rocketmq" else _rest_client)(address, operation, group)
+        step = factory(address, operation, group)
         while time.time() < start_at:
             time.sleep(0.005)
         done, latencies, deadline = 0, [], start_at + seconds
         while time.time() < deadline:
             began = time.perf_counter()
             count = step()
-            if count == 0 and operation == "receive":
-                break  # drained
+            if count == 0:
+                break  # a reading step found nothing left: drained
             latencies.append(time.perf_counter() - began)
             done += count
         answers.put({"messages": done, "seconds": min(time.time(), deadline) - start_at, "latencies": latencies})
@@ -144,11 +148,20 @@ def _client_process(
 
 
 def run_clients(protocol: str, address: str, operation: str, clients: int, seconds: float, group: str) -> dict[str, Any]:
+    return run_steps(_rocketmq_client if protocol == "rocketmq" else _rest_client, address, operation, clients, seconds, group)
+
+
+def run_steps(
+    factory: StepFactory, address: str, operation: str, clients: int, seconds: float, group: str
+) -> dict[str, Any]:
+    """``clients`` processes, each repeating ``factory``'s step for ``seconds`` from one common start; rate and latency.
+
+    ``factory`` must be a module-level function (the processes are spawned)."""
     context = multiprocessing.get_context("spawn")
     answers = context.Queue()
     start_at = time.time() + 8.0  # every client started (the RocketMQ client takes a few seconds) before the clock
     processes = [
-        context.Process(target=_client_process, args=(protocol, address, operation, group, start_at, seconds, answers))
+        context.Process(target=_client_process, args=(factory, address, operation, group, start_at, seconds, answers))
         for _ in range(clients)
     ]
     for process in processes:

@@ -93,7 +93,7 @@ def select(keys: str | None) -> list[Spec]:
     """The scenarios named in ``keys`` (comma-separated), in table order; all of them for None."""
     if not keys:
         return list(SPECS)
-    wanted = {key.strip() for key in keys.split(",") if key.strip()} - {"rocketmq"}  # bench.rocketmq's rows
+    wanted = {key.strip() for key in keys.split(",") if key.strip()} - {"rocketmq", "kafka"}  # bench.rocketmq's, bench.kafka's
     unknown = wanted - {spec.key for spec in SPECS}
     if unknown:
         raise SystemExit(f"unknown scenario keys: {', '.join(sorted(unknown))}")
@@ -310,8 +310,10 @@ def run_database(
     broker_settings: dict[str, Any],
     specs: list[Spec] = SPECS,
     rocketmq_clients: int = 0,
+    kafka_clients: int = 0,
 ) -> tuple[list[Row], dict[str, Any]]:
-    """``rocketmq_clients`` > 0: also the RocketMQ protocol rows beside their REST twins (bench.rocketmq)."""
+    """``rocketmq_clients`` > 0: also the RocketMQ protocol rows beside their REST twins (bench.rocketmq);
+    ``kafka_clients`` > 0: the Kafka protocol rows beside theirs (bench.kafka)."""
     rows: list[Row] = []
     meta: dict[str, Any] = {"version": versions(kind)}
 
@@ -329,8 +331,8 @@ def run_database(
             log(f"  {raw.name}: {raw.rows_per_second:,.0f} rows/s ({raw.transactions_per_second:,.1f} txn/s)")
 
     with ScratchDatabase(kind, "broker") as url:
-        grpc_port = procs.free_port()
-        broker = procs.broker(url, grpc_port=grpc_port, **broker_settings).start()
+        grpc_port, kafka_port = procs.free_port(), procs.free_port()
+        broker = procs.broker(url, grpc_port=grpc_port, kafka_port=kafka_port, **broker_settings).start()
         meta["broker_log"] = str(broker.log_path)
         try:
             create_topic(broker.url)
@@ -373,6 +375,11 @@ def run_database(
 
                 log(f"{kind}: RocketMQ client and REST, {rocketmq_clients} client processes each ({duration:.0f}s)")
                 rows += rocketmq.measure(kind, broker.url, f"127.0.0.1:{grpc_port}", duration, rocketmq_clients)
+            if kafka_clients:
+                from bench import kafka
+
+                log(f"{kind}: Kafka clients and REST, {kafka_clients} client processes each ({duration:.0f}s)")
+                rows += kafka.measure(kind, broker.url, f"127.0.0.1:{kafka_port}", duration, kafka_clients)
             meta["rss_end_mb"] = round(procs.rss_mb(broker.pid), 1)
         finally:
             broker.stop()

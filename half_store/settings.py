@@ -129,6 +129,11 @@ class Settings(BaseSettings):
     # Kafka's auto.create.topics.enable and num.partitions.
     kafka_auto_create_topics: bool = False
     kafka_default_partitions: int = Field(1, ge=1)
+    # Every broker process on the database heartbeats its row in the broker registry this often;
+    # a row not renewed for broker_expiry_seconds is a dead process, left out of Kafka's Metadata
+    # and FindCoordinator and RocketMQ's QueryRoute (its clients then move to the live ones).
+    broker_heartbeat_seconds: float = Field(3.0, gt=0)
+    broker_expiry_seconds: float = Field(10.0, gt=0)
 
     log_level: str = "info"
     # One JSON line per HTTP request on stdout (method, path, route, status, duration, client).
@@ -173,4 +178,6 @@ class Settings(BaseSettings):
             return "HALFMQ_AUTH=token needs HALFMQ_ADMIN_TOKEN (the bootstrap superuser's token)"
         if (self.ssl_certfile is None) != (self.ssl_keyfile is None):
             return "TLS needs both HALFMQ_SSL_CERTFILE and HALFMQ_SSL_KEYFILE"
+        if self.broker_expiry_seconds <= self.broker_heartbeat_seconds:
+            return "HALFMQ_BROKER_EXPIRY_SECONDS must exceed HALFMQ_BROKER_HEARTBEAT_SECONDS (a live process would expire)"
         return None

@@ -9,7 +9,7 @@ from typing_extensions import TypedDict
 from app.api.encoding import JsonResponse
 from app.api.log_routes import ERRORS, broker_of
 from app.api.rights import DESCRIBE, cluster, rights
-from half_store.domain.rocketmq_records import ClientSessionRecord, ListenerRecord
+from half_store.domain.rocketmq_records import ClientSessionRecord
 
 router = APIRouter(prefix="/v1", responses=ERRORS)
 
@@ -47,7 +47,7 @@ class RocketMQSessions(TypedDict):
     sessions: list[SessionOut]
 
 
-def _session(session: ClientSessionRecord, listener: ListenerRecord) -> SessionOut:
+def _session(session: ClientSessionRecord, address: str) -> SessionOut:
     return {
         "client_id": session.client_id,
         "client_type": session.client_type,
@@ -60,7 +60,7 @@ def _session(session: ClientSessionRecord, listener: ListenerRecord) -> SessionO
         "streaming": session.streaming,
         "connected_ms": session.connected_ms,
         "last_seen_ms": session.last_seen_ms,
-        "broker": listener.advertised_address,
+        "broker": address,
     }
 
 
@@ -70,18 +70,18 @@ async def rocketmq_sessions(request: Request) -> Response:
     """The live RocketMQ listeners of all broker processes on this database (each heartbeats every few
     seconds) and the client sessions each holds: producers with the topics they publish, consumers with
     their group and subscriptions. Needs ``cluster:describe``."""
-    listeners = await broker_of(request).rocketmq.live()
+    listeners = [(b, b.grpc_address) for b in await broker_of(request).brokers.live() if b.grpc_address is not None]
     answer: RocketMQSessions = {
         "brokers": [
             {
                 "instance_id": listener.instance_id,
-                "advertised_address": listener.advertised_address,
+                "advertised_address": address,
                 "started_ms": listener.started_ms,
                 "heartbeat_ms": listener.heartbeat_ms,
-                "sessions": len(listener.sessions),
+                "sessions": len(listener.rocketmq_sessions),
             }
-            for listener in listeners
+            for listener, address in listeners
         ],
-        "sessions": [_session(s, listener) for listener in listeners for s in listener.sessions],
+        "sessions": [_session(s, address) for listener, address in listeners for s in listener.rocketmq_sessions],
     }
     return JsonResponse(answer)

@@ -4,6 +4,9 @@ Every broker process on one database can serve every partition (storage is share
 leadership only spreads client load: partition ``p`` of a topic is led by the live broker
 at ``(hash(topic) + p) % n`` in node-id order, and a group or transactional id is
 coordinated by the broker its hash picks. With one broker process, it is all of them.
+The live brokers are the broker registry's (app/presence.py), refreshed at every heartbeat;
+two processes may disagree for a heartbeat after one joins or dies, and a client sent to
+the wrong one is told NOT_COORDINATOR and asks again.
 """
 
 from __future__ import annotations

@@ -12,9 +12,6 @@ from __future__ import annotations
 import asyncio
 import contextlib
 import logging
-import os
-import secrets
-import socket
 import time
 from collections.abc import AsyncIterator, Awaitable, Callable
 from contextlib import asynccontextmanager
@@ -25,6 +22,7 @@ import grpc
 from app.auth.authority import Authority
 from app.handle import BrokerHandle
 from app.metrics import ROCKETMQ_RPC_LATENCY, ROCKETMQ_RPCS
+from app.presence import Presence
 from app.rocketmq.assignment import Assignments
 from app.rocketmq.checks import TransactionChecks
 from app.rocketmq.context import CallContext
@@ -37,9 +35,10 @@ from app.rocketmq.signature import Signatures
 from app.rocketmq.status import RocketMQError, status, status_of
 from app.rocketmq.telemetry import Telemetry
 from app.rocketmq.transactions import Transactions
+from half_store.domain.broker_records import BrokerRecord
 from half_store.domain.errors import BrokerError
 from half_store.domain.message_limits import MessageLimits
-from half_store.domain.rocketmq_records import ListenerRecord
+from half_store.domain.rocketmq_records import ClientSessionRecord
 from half_store.settings import Settings
 
 log = logging.getLogger(__name__)
@@ -52,12 +51,12 @@ UNSUPPORTED = frozenset(
     {"PullMessage", "UpdateOffset", "GetOffset", "QueryOffset", "RecallMessage", "SyncLiteSubscription"}
 )
 _MAX_MESSAGE_OVERHEAD = 1024 * 1024  # gRPC frames carry a message's headers and properties too
-_HEARTBEAT_SECONDS = 5.0  # how often this listener's row (address, sessions) is written
 
 
 class RocketMQListener:
-    def __init__(self, broker: BrokerHandle, authority: Authority, settings: Settings) -> None:
+    def __init__(self, broker: BrokerHandle, authority: Authority, settings: Settings, presence: Presence) -> None:
         self.settings = settings
+        self.presence = presence
         self.sessions = Sessions(settings.grpc_session_timeout_seconds)
         self.signatures = Signatures(authority)
         self.addresses: list[str] = []  # the advertised addresses QueryRoute answers, once started
@@ -82,10 +81,6 @@ class RocketMQListener:
         self._server: grpc.aio.Server | None = None
         self._tasks: list[asyncio.Task[None]] = []
         self.port = 0
-        self.instance_id = f"{socket.gethostname()}:{os.getpid()}:{secrets.token_hex(4)}"
-        self.registry = broker.rocketmq
-        self._started_ms = 0
-        self._heartbeat_seconds = min(_HEARTBEAT_SECONDS, settings.grpc_session_timeout_seconds / 3)
 
     # -- lifecycle ------------------------------------------------------------------------------
 
@@ -109,10 +104,11 @@ class RocketMQListener:
         self._server = server
         self.advertised_address = self.settings.grpc_advertised_address or f"127.0.0.1:{self.port}"
         self.addresses.append(self.advertised_address)
-        self._started_ms = time.time_ns() // 1_000_000
-        with contextlib.suppress(BrokerError):  # the database is away: the heartbeat loop tries again
-            await self.heartbeat()
-        self._tasks = [asyncio.create_task(self.checks.run()), asyncio.create_task(self._keep_heartbeating())]
+        self.presence.grpc_address = self.advertised_address
+        self.presence.rocketmq_sessions = self._session_records
+        self.presence.watch(self._route_to)
+        await self.presence.announce()
+        self._tasks = [asyncio.create_task(self.checks.run())]
         log.info("RocketMQ gRPC listener on %s:%d (advertised %s)", self.settings.host, self.port, self.advertised_address)
 
     async def stop(self) -> None:
@@ -125,28 +121,18 @@ class RocketMQListener:
             self.sessions.remove(session.client_id)  # ends the Telemetry streams
         if self._server is not None:
             await self._server.stop(grace=1.0)
-        with contextlib.suppress(BrokerError):  # left in place, the row expires on its own
-            await self.registry.leave(self.instance_id)
+        self.presence.grpc_address = None  # this process's row no longer offers RocketMQ
+        self.presence.rocketmq_sessions = lambda: ()
 
-    async def heartbeat(self) -> None:
-        """Write this listener's row (address, sessions); learn the live listeners' addresses for QueryRoute."""
+    def _session_records(self) -> tuple[ClientSessionRecord, ...]:
+        """This listener's client sessions for its process's heartbeat (the lapsed ones dropped first)."""
         self.sessions.expire()
-        now = time.time_ns() // 1_000_000
-        ttl_ms = int(self._heartbeat_seconds * 3 * 1000)
-        record = ListenerRecord(
-            self.instance_id, self.advertised_address, self._started_ms, now, now + ttl_ms, self.sessions.records()
-        )
-        live = await self.registry.heartbeat(record)
-        addresses = sorted({listener.advertised_address for listener in live} | {self.advertised_address})
-        self.addresses[:] = addresses
+        return self.sessions.records()
 
-    async def _keep_heartbeating(self) -> None:
-        while True:
-            await asyncio.sleep(self._heartbeat_seconds)
-            try:
-                await self.heartbeat()
-            except BrokerError as error:  # the row expires if this goes on; clients then route elsewhere
-                log.warning("could not record the RocketMQ listener's heartbeat: %s", error)
+    def _route_to(self, live: list[BrokerRecord]) -> None:
+        """QueryRoute's addresses: the live processes' RocketMQ listeners (this one always among them)."""
+        addresses = {broker.grpc_address for broker in live if broker.grpc_address} | {self.advertised_address}
+        self.addresses[:] = sorted(addresses)
 
     # -- calls ------------------------------------------------------------------------------------
 
@@ -239,13 +225,13 @@ def _count(name: str, code: int | None, started: float) -> None:
 
 @asynccontextmanager
 async def rocketmq_listener(
-    broker: BrokerHandle, authority: Authority, settings: Settings
+    broker: BrokerHandle, authority: Authority, settings: Settings, presence: Presence
 ) -> AsyncIterator[RocketMQListener | None]:
     """The listener while the broker serves (None when ``HALFMQ_GRPC_PORT`` is 0)."""
     if settings.grpc_port == 0:
         yield None
         return
-    listener = RocketMQListener(broker, authority, settings)
+    listener = RocketMQListener(broker, authority, settings, presence)
     await listener.start()
     try:
         yield listener

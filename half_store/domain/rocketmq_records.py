@@ -1,4 +1,4 @@
-"""The RocketMQ listeners of the broker processes on one database, and the client sessions each holds."""
+"""The client sessions a broker process's RocketMQ listener holds (carried by its row in the broker registry)."""
 
 from __future__ import annotations
 
@@ -23,16 +23,3 @@ class ClientSessionRecord:
     streaming: bool  # its Telemetry stream is open (back-checks can reach it)
     connected_ms: int
     last_seen_ms: int
-
-
-@pickled_as_arguments
-@dataclass(frozen=True, slots=True)
-class ListenerRecord:
-    """A broker process's RocketMQ listener, as its last heartbeat left it."""
-
-    instance_id: str
-    advertised_address: str
-    started_ms: int
-    heartbeat_ms: int
-    expires_ms: int
-    sessions: tuple[ClientSessionRecord, ...]

@@ -14,7 +14,7 @@ from __future__ import annotations
 
 import logging
 from collections import defaultdict
-from collections.abc import Iterable, Sequence
+from collections.abc import Iterable, Mapping, Sequence
 from dataclasses import dataclass, replace
 
 from sqlalchemy import Connection
@@ -52,6 +52,7 @@ from half_store.services.share_changes import finish_transaction_acks
 from half_store.services.stamped_append import STAMPED_APPEND, StampedAppend, new_transaction
 from half_store.services.transaction_lookups import lock_open, lock_producers, transaction
 from half_store.services.txn_ending import (
+    EndPlan,
     EndRequest,
     completion_moves,
     finished,
@@ -88,6 +89,7 @@ class _BeginRequest:
 class _Ended:
     txn: TransactionRow  # as it is after the end
     touched: set[PartitionKey]
+    producer: ProducerIdentity | None = None  # the producer's next identity, when the end bumped its epoch
 
 
 def _union(sets: Iterable[set[PartitionKey]]) -> set[PartitionKey]:
@@ -234,9 +236,19 @@ class Coordinator:
 
     async def end(self, txn_id: str, commit: bool) -> TxnState:
         """Commit or abort; repeating the same request answers the same, the other one is 409."""
+        return (await self._end(txn_id, commit, bump_epoch=False)).txn.state
+
+    async def end_bumping_epoch(self, txn_id: str, commit: bool) -> ProducerIdentity:
+        """Commit or abort a producer's transaction and move the producer to its next epoch, atomically
+        (Kafka's transaction protocol v2); the producer's identity from now on."""
+        ended = await self._end(txn_id, commit, bump_epoch=True)
+        assert ended.producer is not None
+        return ended.producer
+
+    async def _end(self, txn_id: str, commit: bool, *, bump_epoch: bool) -> _Ended:
         locks = await self._locks_of(txn_id) if self.store.orders_locks else []
         try:
-            ended = await self.store.write_merged(self._end_kind, EndRequest(txn_id, commit), locks=locks)
+            ended = await self.store.write_merged(self._end_kind, EndRequest(txn_id, commit, bump_epoch), locks=locks)
         except FencedMemberEpoch:
             GROUP_FENCED_COMMITS.labels("transaction_commit").inc()
             raise
@@ -245,7 +257,7 @@ class Coordinator:
             if ended.txn.producer_id is not None:
                 raise ProducerFenced(f"transaction {txn_id} passed its timeout; its producer epoch is fenced")
             raise AlreadyResolved(f"transaction {txn_id} passed its timeout and was aborted")
-        return ended.txn.state
+        return ended
 
     def _end_many(self, conn: Connection, requests: list[EndRequest]) -> list[_Ended]:
         """The commits and aborts of one group commit, together: :func:`plan_ends` decides, this carries it out.
@@ -272,6 +284,7 @@ class Coordinator:
             prepared.extend(replace(t, state=move.target) for t in txns)
         # Read once for phase one's check and phase two's commit, now that no transaction
         # ending here can stage more (they are PREPARE_*, their rows locked).
+        bumped = self._bump_epochs(conn, [r for r in requests if r.bump_epoch], found, plan)
         staged = txn_store.staged_commits(conn, [t.txn_id for t in prepared]) if prepared else []
         committing = plan.committing
         if committing:
@@ -282,7 +295,30 @@ class Coordinator:
         # its prepare state says, whoever completed it; one left prepared stays so.
         final = {t.txn_id: t if completed is None else finished(t) for t in prepared} | plan.answered
         touched = completed or {}
-        return [_Ended(final[r.txn_id], touched.get(r.txn_id, set())) for r in requests]
+        return [_Ended(final[r.txn_id], touched.get(r.txn_id, set()), bumped.get(r.txn_id)) for r in requests]
+
+    @staticmethod
+    def _bump_epochs(
+        conn: Connection, requests: list[EndRequest], found: Mapping[str, TransactionRow], plan: EndPlan
+    ) -> dict[str, ProducerIdentity]:
+        """Transaction protocol v2: each ended transaction's producer to its next epoch, in the end's own database
+        transaction, so no request of the old epoch can slip in between (KIP-890's fix for late writes).
+
+        A transaction this very end aborted for its timeout has bumped its producer already
+        (the fence); any other change of epoch since the request was checked is a newer
+        instance's, and fences this one.
+        """
+        timed_out = {t.txn_id for t in plan.timed_out}
+        bumped = {}
+        for request in requests:
+            txn = found[request.txn_id]
+            if txn.producer_id is None or txn.producer_epoch is None:
+                raise ValidationFailed(f"transaction {txn.txn_id} has no producer whose epoch could move on")
+            if txn.txn_id in timed_out:
+                bumped[txn.txn_id] = ProducerIdentity(txn.producer_id, txn.producer_epoch + 1)
+            else:
+                bumped[txn.txn_id] = producer_store.bump_after_end(conn, txn.producer_id, txn.producer_epoch)
+        return bumped
 
     async def describe(self, txn_id: str) -> TransactionView:
         def query(conn: Connection) -> TransactionView:

@@ -93,14 +93,16 @@ class GroupCoordinator:
         group: str,
         member_id: str,
         member_epoch: int,
-        owned: Sequence[NamedPartition],
+        owned: Sequence[NamedPartition] | None,
         topics: Sequence[str] | None = None,
     ) -> MemberAnswer:
-        """A sign of life that reports what the member still holds; answers its assignment."""
+        """A sign of life that reports what the member still holds (None: nothing new, so nothing is freed);
+        answers its assignment."""
         for name in topics or ():
             await self.store.topic(name)
         request = _MemberRequest(
-            group, member_id, join=False, member_epoch=member_epoch, owned=await self._topic_ids(owned),
+            group, member_id, join=False, member_epoch=member_epoch,
+            owned=None if owned is None else await self._topic_ids(owned),
             topics=None if topics is None else tuple(topics),
         )
         return await self._member_call(request)

@@ -36,7 +36,7 @@ from half_store.services import group_fencing
 from half_store.services.notifier import PartitionNotifier
 from half_store.services.producer_owners import ProducerOwners
 from half_store.services.stamped_append import STAMPED_APPEND, StampedAppend
-from half_store.storage import group_store, log_reads, log_store
+from half_store.storage import group_store, log_reads, log_store, txn_store
 from half_store.storage.log_store import AppendRequest
 from half_store.storage.store import Store
 
@@ -217,6 +217,11 @@ class LogService:
 
     async def group_offsets(self, group: str) -> list[GroupOffset]:
         return await self.store.read(lambda conn: group_store.group_offsets_with_lag(conn, group))
+
+    async def pending_group_offsets(self, group: str) -> set[tuple[str, int]]:
+        """The partitions whose offsets for ``group`` an unfinished transaction has staged: a committed offset
+        read now may be overtaken when it commits (Kafka's OffsetFetch ``require_stable``)."""
+        return await self.store.read(lambda conn: txn_store.pending_offset_partitions(conn, group))
 
 
 def check_partition(topic: Topic, partition: int) -> None:

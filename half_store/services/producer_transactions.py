@@ -15,7 +15,7 @@ from sqlalchemy import Connection
 
 from half_store.domain.errors import ConcurrentTransactions, ProducerFenced, ValidationFailed
 from half_store.domain.group_records import MemberRef
-from half_store.domain.records import OffsetCommit, now_ms
+from half_store.domain.records import OffsetCommit, ProducerIdentity, now_ms
 from half_store.domain.txn_state import TxnState
 from half_store.services.coordinator import Coordinator
 from half_store.services.stamped_append import new_transaction
@@ -72,6 +72,31 @@ class ProducerTransactions:
         self, producer_id: int, producer_epoch: int, commit: bool, principal: str | None = None
     ) -> TxnState | None:
         """EndTxn: commit or abort the producer's transaction; None when it had none open (nothing to end)."""
+        txn_id = await self._current(producer_id, producer_epoch, principal)
+        if txn_id is None:
+            return None
+        return await self.coordinator.end(txn_id, commit)
+
+    async def end_bumping_epoch(
+        self, producer_id: int, producer_epoch: int, commit: bool, principal: str | None = None
+    ) -> ProducerIdentity:
+        """EndTxn in transaction protocol v2 (KIP-890): end the producer's transaction (if it has one) and move
+        the producer to its next epoch in the same database transaction; its identity from now on.
+
+        A request of the old epoch arriving late (a produce retried after the end) is then
+        refused as fenced instead of beginning, or joining, the next transaction.
+        """
+        txn_id = await self._current(producer_id, producer_epoch, principal)
+        if txn_id is not None:
+            identity = await self.coordinator.end_bumping_epoch(txn_id, commit)
+        else:
+            identity = await self.store.write(lambda conn: producer_store.bump_after_end(conn, producer_id, producer_epoch))
+        if identity.producer_id != producer_id:  # its epochs ran out: the transactional id has a new producer id
+            self.coordinator.log.producer_owners.obtained(identity.producer_id, principal)
+        return identity
+
+    async def _current(self, producer_id: int, producer_epoch: int, principal: str | None) -> str | None:
+        """The producer's unfinished transaction, after checking the id is ``principal``'s and the epoch current."""
         await self.coordinator.log.producer_owners.check(producer_id, principal)
 
         def find(conn: Connection) -> str | None:
@@ -79,7 +104,4 @@ class ProducerTransactions:
             current = txn_store.unfinished_of_producer(conn, producer_id)
             return current[0].txn_id if current else None
 
-        txn_id = await self.store.read(find)
-        if txn_id is None:
-            return None
-        return await self.coordinator.end(txn_id, commit)
+        return await self.store.read(find)

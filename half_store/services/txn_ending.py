@@ -32,6 +32,8 @@ OffsetRow = tuple[int, int, int, str | None]  # topic id, partition, offset, met
 class EndRequest:
     txn_id: str
     commit: bool
+    # Transaction protocol v2 (KIP-890): the producer moves to its next epoch with the end, atomically.
+    bump_epoch: bool = False
 
 
 @dataclass(frozen=True, slots=True)

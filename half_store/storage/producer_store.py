@@ -25,7 +25,7 @@ from half_store.domain.errors import (
     UnknownProducerId,
     ValidationFailed,
 )
-from half_store.domain.records import AppendResult, Topic, now_ms
+from half_store.domain.records import AppendResult, ProducerIdentity, Topic, now_ms
 from half_store.domain.txn_state import UNFINISHED_STATES
 from half_store.storage.bulk import quoted_columns
 from half_store.storage.schema import (
@@ -106,6 +106,55 @@ def fence(conn: Connection, producer_id: int, epoch: int) -> None:
         .where(producers.c.producer_id == producer_id, producers.c.epoch == epoch)
         .values(epoch=epoch + 1, last_used_at=now_ms())
     )
+
+
+# Kafka's epochs are int16; a producer whose epoch would pass this gets a new producer id
+# instead (as Kafka's coordinator does), since the epoch after it could not be written.
+MAX_EPOCH = 32766
+
+
+def bump_after_end(conn: Connection, producer_id: int, epoch: int) -> ProducerIdentity:
+    """Transaction protocol v2: the producer's next epoch after a transaction ended at ``epoch``.
+
+    A compare-and-set: if the epoch moved since (a new instance's InitProducerId), the caller
+    is fenced. At the last epoch a transactional id moves to a new producer id, epoch 0, and
+    the old id keeps its epoch, fenced for good.
+    """
+    if epoch >= MAX_EPOCH:
+        return _new_producer_id_after(conn, producer_id, epoch)
+    row = conn.execute(
+        update(producers)
+        .where(producers.c.producer_id == producer_id, producers.c.epoch == epoch)
+        .values(epoch=epoch + 1, last_used_at=now_ms())
+        .returning(producers.c.epoch)
+    ).first()
+    if row is None:
+        raise ProducerFenced(f"producer {producer_id} epoch {epoch} is fenced by a newer epoch")
+    return ProducerIdentity(producer_id, int(row[0]))
+
+
+def _new_producer_id_after(conn: Connection, producer_id: int, epoch: int) -> ProducerIdentity:
+    old = conn.execute(
+        select(producers.c.transactional_id, producers.c.transaction_timeout_ms, producers.c.principal).where(
+            producers.c.producer_id == producer_id, producers.c.epoch == epoch
+        )
+    ).first()
+    if old is None:
+        raise ProducerFenced(f"producer {producer_id} epoch {epoch} is fenced by a newer epoch")
+    transactional_id, timeout_ms, principal = old
+    now = now_ms()
+    conn.execute(
+        update(producers).where(producers.c.producer_id == producer_id).values(transactional_id=None, last_used_at=now)
+    )
+    new_id = conn.execute(
+        insert(producers)
+        .values(
+            transactional_id=transactional_id, epoch=0, transaction_timeout_ms=timeout_ms, created_at=now,
+            last_used_at=now, principal=principal,
+        )
+        .returning(producers.c.producer_id)
+    ).scalar_one()
+    return ProducerIdentity(int(new_id), 0, transactional_id)
 
 
 def current_epoch(conn: Connection, producer_id: int) -> int | None:

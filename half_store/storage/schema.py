@@ -214,14 +214,18 @@ half_messages = Table(
 )
 Index("ix_half_messages_next_check_at", half_messages.c.next_check_at)
 
-# The RocketMQ listeners of the broker processes on this database: each heartbeats its row
-# (its advertised address for QueryRoute, and its client sessions as JSON for the admin API).
-rocketmq_listeners = Table(
-    "rocketmq_listeners",
+# The broker processes on this database (one registry for every front): each heartbeats its row
+# with the addresses its Kafka and RocketMQ listeners advertise (NULL: that front is off), the
+# Kafka node id, and its RocketMQ client sessions as JSON for the admin API. A row whose
+# expires_at has passed is a dead process: Metadata and QueryRoute leave it out.
+brokers = Table(
+    "brokers",
     metadata,
     Column("instance_id", String(128), primary_key=True),
-    Column("advertised_address", String(255), nullable=False),
-    Column("sessions", Text, nullable=False),
+    Column("kafka_node_id", Integer, nullable=True),
+    Column("kafka_address", String(255), nullable=True),
+    Column("grpc_address", String(255), nullable=True),
+    Column("rocketmq_sessions", Text, nullable=False),
     Column("started_at", BigInteger, nullable=False),
     Column("heartbeat_at", BigInteger, nullable=False),
     Column("expires_at", BigInteger, nullable=False),

@@ -347,6 +347,23 @@ def staged_commits(conn: Connection, txn_ids: Sequence[str]) -> list[StagedCommi
     ]
 
 
+def pending_offset_partitions(conn: Connection, group: str) -> set[tuple[str, int]]:
+    """``(topic name, partition)`` of the group's offsets staged in transactions that have not ended yet."""
+    rows = conn.execute(
+        select(topics.c.name, transaction_offsets.c.partition)
+        .select_from(
+            transaction_offsets.join(transactions, transactions.c.txn_id == transaction_offsets.c.txn_id).join(
+                topics, topics.c.topic_id == transaction_offsets.c.topic_id
+            )
+        )
+        .where(
+            transaction_offsets.c.group_id == group,
+            transactions.c.state.in_([s.value for s in UNFINISHED_STATES]),
+        )
+    )
+    return {(str(name), int(partition)) for name, partition in rows}
+
+
 def forget_staged(conn: Connection, txn_ids: Sequence[str]) -> None:
     """Remove the offsets staged in the transactions (committed to their groups, or aborted)."""
     conn.execute(delete(transaction_offsets).where(transaction_offsets.c.txn_id.in_(list(txn_ids))))

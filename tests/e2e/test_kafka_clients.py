@@ -8,6 +8,7 @@ from __future__ import annotations
 
 import asyncio
 import base64
+import datetime
 import time
 import uuid
 from collections.abc import Callable, Iterator
@@ -16,8 +17,17 @@ from typing import Any
 import httpx
 import pytest
 from confluent_kafka import Consumer, KafkaError, KafkaException, Producer, TopicPartition
+from kio.schema.api_versions.v3.request import ApiVersionsRequest
+from kio.schema.end_txn.v5.request import EndTxnRequest
+from kio.schema.errors import ErrorCode
+from kio.schema.init_producer_id.v4.request import InitProducerIdRequest
+from kio.schema.offset_fetch.v7.request import OffsetFetchRequest, OffsetFetchRequestTopic
+from kio.schema.produce.v12.request import PartitionProduceData, ProduceRequest, TopicProduceData
+from kio.static.primitive import i16, i32, i32Timedelta
 
+from app.kafka.record_batches import KafkaRecord, OutgoingBatch, write_batch
 from tests.support.broker_process import BrokerProcess, free_port
+from tests.support.kafka_wire import KafkaWire
 
 pytestmark = pytest.mark.e2e
 
@@ -26,7 +36,8 @@ pytestmark = pytest.mark.e2e
 def broker(module_database_url: str, tmp_path_factory: pytest.TempPathFactory) -> Iterator[BrokerProcess]:
     path = tmp_path_factory.mktemp("kafka-broker")
     process = BrokerProcess(
-        module_database_url, log_path=path / "broker.log", kafka_port=free_port(), group_min_session_timeout_ms=1000
+        module_database_url, log_path=path / "broker.log", kafka_port=free_port(), group_min_session_timeout_ms=1000,
+        group_heartbeat_interval_ms=500,
     )
     process.start()
     try:
@@ -288,6 +299,74 @@ def test_a_classic_group_shares_partitions_and_rebalances_when_a_member_leaves(
     members[0].close()
 
 
+def test_a_kip_848_group_shares_partitions_commits_and_rebalances_when_a_member_leaves(
+    broker: BrokerProcess, new_topic: Callable[..., str], rest: httpx.Client
+) -> None:
+    """group.protocol=consumer: halfmq's own groups, with the broker's assignor, seen over REST too."""
+    topic, group = new_topic(4), f"g-{uuid.uuid4().hex[:8]}"
+    seed = Producer({"bootstrap.servers": broker.kafka_bootstrap})
+    for i in range(8):
+        seed.produce(topic, value=str(i), partition=i % 4)
+    assert seed.flush(10) == 0
+    members = [
+        Consumer({"bootstrap.servers": broker.kafka_bootstrap, "group.id": group, "group.protocol": "consumer",
+                  "auto.offset.reset": "earliest", "enable.auto.commit": False})
+        for _ in range(2)
+    ]
+    for member in members:
+        member.subscribe([topic])
+    got: list[bytes] = []
+    deadline = time.monotonic() + 30
+    while time.monotonic() < deadline:
+        for member in members:
+            message = member.poll(0.1)
+            if message is not None and message.error() is None:
+                got.append(message.value())
+        owned = [{tp.partition for tp in member.assignment()} for member in members]
+        if all(len(o) == 2 for o in owned) and len(got) == 8:
+            break
+    assert owned[0] | owned[1] == {0, 1, 2, 3} and not owned[0] & owned[1]
+    assert sorted(got) == sorted(str(i).encode() for i in range(8))
+    view = rest.get(f"/v1/groups/{group}").json()
+    assert sorted(len(m["assignment"]) for m in view["members"]) == [2, 2]
+    members[1].close()
+    deadline = time.monotonic() + 30
+    while time.monotonic() < deadline and len(members[0].assignment()) != 4:
+        members[0].poll(0.1)
+    assert {tp.partition for tp in members[0].assignment()} == {0, 1, 2, 3}
+    members[0].commit(offsets=[TopicPartition(topic, p, 2) for p in range(4)], asynchronous=False)
+    members[0].close()
+    offsets = {o["partition"]: o["offset"] for o in rest.get(f"/v1/groups/{group}/offsets").json()["offsets"]}
+    assert offsets == {0: 2, 1: 2, 2: 2, 3: 2}
+
+
+def test_offset_fetch_require_stable_waits_for_offsets_a_transaction_holds(
+    broker: BrokerProcess, new_topic: Callable[..., str]
+) -> None:
+    """KIP-447: a read_committed consumer asks with require_stable and gets UNSTABLE_OFFSET_COMMIT until the end."""
+    topic, group = new_topic(1), f"g-{uuid.uuid4().hex[:8]}"
+    seed = Producer({"bootstrap.servers": broker.kafka_bootstrap})
+    for i in range(3):
+        seed.produce(topic, value=str(i))
+    assert seed.flush(10) == 0
+    reader = consumer(broker, **{"group.id": group})
+    producer = _transactional(broker, f"tx-{uuid.uuid4().hex[:8]}")
+    producer.begin_transaction()
+    producer.send_offsets_to_transaction([TopicPartition(topic, 0, 2)], reader.consumer_group_metadata(), 20)
+
+    def fetch(stable: bool) -> Any:
+        with KafkaWire(broker.kafka_bootstrap) as wire:
+            asked = (OffsetFetchRequestTopic(name=topic, partition_indexes=(i32(0),)),)
+            (answer,) = wire.call(OffsetFetchRequest(group_id=group, topics=asked, require_stable=stable)).topics
+        return answer.partitions[0]
+
+    assert fetch(True).error_code is ErrorCode.unstable_offset_commit
+    assert (fetch(False).error_code, fetch(False).committed_offset) == (ErrorCode.none, -1)
+    producer.commit_transaction(20)
+    assert (fetch(True).error_code, fetch(True).committed_offset) == (ErrorCode.none, 2)
+    reader.close()
+
+
 def test_a_kafka_group_starts_at_offsets_committed_over_rest(
     broker: BrokerProcess, new_topic: Callable[..., str], rest: httpx.Client
 ) -> None:
@@ -346,3 +425,58 @@ def test_binary_keys_null_values_and_repeated_headers_round_trip_exactly(
     assert (record.key(), record.value(), record.headers()) == (b"\xfe\x01", None, [("h", b"1"), ("h", b"\xff"), ("n", None)])
     (shown,) = rest.get(f"/v1/topics/{topic}/partitions/0/messages", params={"offset": 0}).json()["messages"]
     assert shown["key"] is None and shown["value"] is None
+
+
+# -- transaction protocol v2 (KIP-890), raw: no installed client speaks it ----------------------------------
+
+
+def _txn_produce(
+    wire: KafkaWire, transactional_id: str, topic: str, identity: tuple[int, int], sequence: int, value: bytes
+) -> Any:
+    """Produce v12 of one transactional record; the partition's answer."""
+    producer_id, epoch = identity
+    record = KafkaRecord(0, int(time.time() * 1000), None, value, ())
+    batch = write_batch(OutgoingBatch(0, [record], producer_id, epoch, sequence, transactional=True))
+    answer = wire.call(
+        ProduceRequest(
+            transactional_id=transactional_id, acks=i16(-1), timeout=i32Timedelta.parse(datetime.timedelta(seconds=10)),
+            topic_data=(TopicProduceData(name=topic, partition_data=(PartitionProduceData(index=i32(0), records=batch),)),),
+        )
+    )
+    return answer.responses[0].partition_responses[0]
+
+
+def test_transaction_protocol_v2_moves_the_epoch_on_at_every_end_and_fences_late_writes(
+    broker: BrokerProcess, new_topic: Callable[..., str], rest: httpx.Client
+) -> None:
+    topic, transactional_id = new_topic(1), f"tx-{uuid.uuid4().hex[:8]}"
+    with KafkaWire(broker.kafka_bootstrap) as wire:
+        versions = wire.call(ApiVersionsRequest(client_software_name="t", client_software_version="1"))
+        assert next(k.max_version for k in versions.api_keys if k.api_key == 26) >= 5  # EndTxn v5
+        assert [(f.name, f.max_version_level) for f in versions.finalized_features] == [("transaction.version", 2)]
+        init = wire.call(InitProducerIdRequest(transactional_id=transactional_id,
+                                               transaction_timeout=i32Timedelta.parse(datetime.timedelta(seconds=30))))
+        first = (init.producer_id, init.producer_epoch)
+
+        assert _txn_produce(wire, transactional_id, topic, first, 0, b"committed").error_code is ErrorCode.none
+        end = wire.call(EndTxnRequest(transactional_id=transactional_id, producer_id=first[0], producer_epoch=first[1],
+                                      committed=True))
+        assert end.error_code is ErrorCode.none and (end.producer_id, end.producer_epoch) == (first[0], first[1] + 1)
+        # A late write of the ended transaction's epoch may not begin the next transaction.
+        late = _txn_produce(wire, transactional_id, topic, first, 1, b"late")
+        assert late.error_code in (ErrorCode.invalid_producer_epoch, ErrorCode.producer_fenced)
+
+        second = (end.producer_id, end.producer_epoch)
+        assert _txn_produce(wire, transactional_id, topic, second, 0, b"aborted").error_code is ErrorCode.none
+        end = wire.call(EndTxnRequest(transactional_id=transactional_id, producer_id=second[0], producer_epoch=second[1],
+                                      committed=False))
+        assert end.error_code is ErrorCode.none and end.producer_epoch == second[1] + 1
+        # The ended epoch cannot end anything again: it is fenced like any older epoch.
+        again = wire.call(EndTxnRequest(transactional_id=transactional_id, producer_id=second[0], producer_epoch=second[1],
+                                        committed=False))
+        assert again.error_code is ErrorCode.producer_fenced
+
+    got = read_all(consumer(broker, **{"isolation.level": "read_committed"}), topic, 1, 1)
+    assert [m.value() for m in got] == [b"committed"]
+    listed = rest.get("/v1/transactions", params={"transactional_id": transactional_id}).json()["transactions"]
+    assert sorted((t["producer_epoch"], t["state"]) for t in listed) == [(first[1], "COMMITTED"), (second[1], "ABORTED")]

@@ -20,9 +20,9 @@ from typing import Any
 import httpx
 import pytest
 
-from tests.support.broker_process import BrokerProcess
+from tests.support.broker_process import BrokerProcess, wait_for
 from tests.support.databases import PostgresDatabases
-from tests.support.replicator_process import ReplicatorProcess, read_partition, wait_for
+from tests.support.replicator_process import ReplicatorProcess, read_partition
 
 pytestmark = pytest.mark.e2e
 

@@ -3,7 +3,6 @@ process's RocketMQ sessions, and a client keeps working when the broker it talke
 
 from __future__ import annotations
 
-import time
 from collections.abc import Iterator
 from typing import Any
 
@@ -13,7 +12,7 @@ import pytest
 
 from app.rocketmq.protocol import SERVICE_NAME, message_class, new
 from tests.e2e.rocketmq_fixtures import RocketMQClient, create_topic, unique
-from tests.support.broker_process import BrokerProcess, free_port
+from tests.support.broker_process import BrokerProcess, brokers_on, wait_for
 
 pytestmark = pytest.mark.e2e
 
@@ -27,20 +26,10 @@ def postgres_url_for_module(postgres_databases: Any) -> Iterator[str]:
 
 @pytest.fixture(scope="module")
 def brokers(postgres_url_for_module: str, tmp_path_factory: pytest.TempPathFactory) -> Iterator[list[BrokerProcess]]:
-    path = tmp_path_factory.mktemp("rocketmq-brokers")
-    started = [
-        BrokerProcess(
-            postgres_url_for_module, log_path=path / f"broker-{n}.log", grpc_port=free_port(), grpc_session_timeout_seconds=3
-        )
-        for n in range(2)
-    ]
-    for broker in started:
-        broker.start()
-    try:
+    directory = tmp_path_factory.mktemp("rocketmq-brokers")
+    settings = {"grpc_session_timeout_seconds": 3, "broker_heartbeat_seconds": 1, "broker_expiry_seconds": 3}
+    with brokers_on(postgres_url_for_module, directory, 2, listeners=("grpc_port",), **settings) as started:
         yield started
-    finally:
-        for broker in started:
-            broker.stop()
 
 
 def _route_addresses(broker: BrokerProcess, topic: str) -> set[str]:
@@ -54,22 +43,13 @@ def _route_addresses(broker: BrokerProcess, topic: str) -> set[str]:
     return {f"{q.broker.endpoints.addresses[0].host}:{q.broker.endpoints.addresses[0].port}" for q in answer.message_queues}
 
 
-def _eventually(check: Any, timeout: float = 15.0) -> Any:
-    deadline = time.monotonic() + timeout
-    while True:
-        found = check()
-        if found or time.monotonic() > deadline:
-            return found
-        time.sleep(0.2)
-
-
 def test_query_route_lists_every_live_broker_and_sessions_show_everywhere(
     brokers: list[BrokerProcess], tmp_path_factory: pytest.TempPathFactory
 ) -> None:
     first, second = brokers
     topic = create_topic(first, unique("spread"), partitions=4)
     wanted = {f"127.0.0.1:{b.settings['grpc_port']}" for b in brokers}
-    assert _eventually(lambda: _route_addresses(first, topic) == wanted)
+    wait_for(lambda: _route_addresses(first, topic) == wanted, "the route to list both brokers")
     client = RocketMQClient(f"127.0.0.1:{first.settings['grpc_port']}", [topic], tmp_path_factory.mktemp("home"))
     try:
         client.call("send", topic=topic, body="hello")
@@ -78,7 +58,7 @@ def test_query_route_lists_every_live_broker_and_sessions_show_everywhere(
             sessions: list[dict[str, Any]] = httpx.get(f"{second.url}/v1/rocketmq/sessions").json()["sessions"]
             return [s for s in sessions if s["client_type"] == "PRODUCER" and topic in s["topics"]]
 
-        assert _eventually(listed)  # the producer's session, seen from the other broker process
+        wait_for(listed, "the producer's session, seen from the other broker process", timeout=15)
     finally:
         client.close()
 
@@ -89,7 +69,7 @@ def test_a_client_keeps_working_when_its_broker_is_killed(
     first, _ = brokers
     topic = create_topic(first, unique("failover"), partitions=4)
     wanted = {f"127.0.0.1:{b.settings['grpc_port']}" for b in brokers}
-    assert _eventually(lambda: _route_addresses(first, topic) == wanted)
+    wait_for(lambda: _route_addresses(first, topic) == wanted, "the route to list both brokers")
     client = RocketMQClient(f"127.0.0.1:{first.settings['grpc_port']}", [topic], tmp_path_factory.mktemp("home"))
     try:
         group = unique("g")

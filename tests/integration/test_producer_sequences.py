@@ -10,15 +10,15 @@ from __future__ import annotations
 from collections.abc import Iterator
 
 import pytest
-from sqlalchemy import Connection, select
+from sqlalchemy import Connection, select, update
 
 from half_store.domain.constants import VALUE_JSON
 from half_store.domain.errors import OutOfOrderSequence, ProducerFenced
-from half_store.domain.records import AppendResult, ProducerStamp, Record, Topic
+from half_store.domain.records import AppendResult, ProducerIdentity, ProducerStamp, Record, Topic
 from half_store.storage import log_store, producer_store
 from half_store.storage.database import Database, open_database
 from half_store.storage.producer_store import SequenceClaim
-from half_store.storage.schema import producer_sequences
+from half_store.storage.schema import producer_sequences, producers
 
 Key = tuple[int, int, int]
 
@@ -131,3 +131,19 @@ def test_a_new_epoch_starts_over_and_fences_the_old_one(database: Database, topi
         assert sequences(conn)[(first, topic.topic_id, 0)] == (1, 2)
     with pytest.raises(ProducerFenced), database.writer.begin() as conn:
         producer_store.claim_sequences(conn, [SequenceClaim(first, 0, topic, 0, 5, 1)])
+
+
+def test_an_epoch_bump_after_an_end_is_a_compare_and_set_and_moves_to_a_new_id_at_the_last_epoch(database: Database) -> None:
+    """Transaction protocol v2: every end moves the producer on; the int16 epochs running out give a new id."""
+    with database.writer.begin() as conn:
+        producer_id, epoch, _ = producer_store.bump_transactional_producer(conn, "tx", 60_000)
+        assert producer_store.bump_after_end(conn, producer_id, epoch) == ProducerIdentity(producer_id, epoch + 1)
+        with pytest.raises(ProducerFenced):  # the old epoch again: someone moved it on already
+            producer_store.bump_after_end(conn, producer_id, epoch)
+        conn.execute(update(producers).where(producers.c.producer_id == producer_id).values(epoch=producer_store.MAX_EPOCH))
+        moved = producer_store.bump_after_end(conn, producer_id, producer_store.MAX_EPOCH)
+        assert moved.producer_id != producer_id and moved.producer_epoch == 0 and moved.transactional_id == "tx"
+        # InitProducerId for the transactional id now finds the new id; the old one stays fenced at its last epoch.
+        again_id, again_epoch, known = producer_store.bump_transactional_producer(conn, "tx", 60_000)
+        assert (again_id, again_epoch, known) == (moved.producer_id, 1, True)
+        assert producer_store.current_epoch(conn, producer_id) == producer_store.MAX_EPOCH

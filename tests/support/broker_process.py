@@ -13,8 +13,11 @@ import subprocess
 import sys
 import tempfile
 import time
+from collections.abc import Callable, Iterator
+from contextlib import contextmanager
 from pathlib import Path
 from types import TracebackType
+from typing import Any
 
 import httpx
 
@@ -25,6 +28,18 @@ def free_port() -> int:
     with socket.socket() as sock:
         sock.bind(("127.0.0.1", 0))
         return int(sock.getsockname()[1])
+
+
+def wait_for(condition: Callable[[], Any], what: str, timeout: float = 30.0, every: float = 0.05) -> Any:
+    """Poll ``condition`` (another process's doing: nothing to await) until it is truthy; its value."""
+    deadline = time.monotonic() + timeout
+    while True:
+        value = condition()
+        if value:
+            return value
+        if time.monotonic() > deadline:
+            raise AssertionError(f"timed out after {timeout}s waiting for {what}")
+        time.sleep(every)
 
 
 def _new_log_file() -> Path:
@@ -162,3 +177,21 @@ class BrokerProcess:
         self, exc_type: type[BaseException] | None, exc: BaseException | None, tb: TracebackType | None
     ) -> None:
         self.stop()
+
+
+@contextmanager
+def brokers_on(
+    database_url: str, directory: Path, count: int, listeners: tuple[str, ...] = ("kafka_port",), **settings: Any
+) -> Iterator[list[BrokerProcess]]:
+    """``count`` broker processes on one database, each ``listeners`` port a free one of its own; stopped after."""
+    started = []
+    for n in range(count):
+        ports = {name: free_port() for name in listeners}
+        started.append(BrokerProcess(database_url, log_path=directory / f"broker-{n}.log", **ports, **settings))
+    try:
+        for broker in started:
+            broker.start()
+        yield started
+    finally:
+        for broker in started:
+            broker.stop()

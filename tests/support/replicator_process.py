@@ -11,8 +11,7 @@ import re
 import signal
 import subprocess
 import sys
-import time
-from collections.abc import Callable, Sequence
+from collections.abc import Sequence
 from pathlib import Path
 from typing import Any
 
@@ -21,18 +20,6 @@ import httpx
 from tests.support.broker_process import REPO_ROOT, free_port
 
 METRIC_LINE = re.compile(r"^(?P<name>[a-z_]+)\{(?P<labels>[^}]*)\} (?P<value>\S+)$", re.MULTILINE)
-
-
-def wait_for(condition: Callable[[], Any], what: str, timeout: float = 30.0, every: float = 0.05) -> Any:
-    """Poll ``condition`` (another process's doing: nothing to await) until it is truthy; its value."""
-    deadline = time.monotonic() + timeout
-    while True:
-        value = condition()
-        if value:
-            return value
-        if time.monotonic() > deadline:
-            raise AssertionError(f"timed out after {timeout}s waiting for {what}")
-        time.sleep(every)
 
 
 def read_partition(url: str, topic: str, partition: int, offset: int = 0) -> list[dict[str, Any]]:

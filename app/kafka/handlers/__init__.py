@@ -2,6 +2,7 @@
 
 from app.kafka.handlers import (  # noqa: F401 - imported to register their APIs
     cluster,
+    consumer_groups,
     fetch,
     groups,
     produce,

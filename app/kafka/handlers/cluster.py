@@ -23,23 +23,49 @@ def topic_uuid(topic: Topic) -> uuid.UUID:
     return uuid.uuid5(_TOPIC_NAMESPACE, f"{topic.topic_id}:{topic.name}")
 
 
+# KIP-584 feature levels: transaction.version 2 is transaction protocol v2 (KIP-890 part 2),
+# which clients that know it (the Java client from 4.0) use only when the cluster finalized it.
+# (A supported range starting at 0 is left out of ApiVersions v3 answers, hence 1.)
+TRANSACTION_VERSION = "transaction.version"
+TRANSACTION_VERSION_LEVEL = 2
+
+
 @api(18, 0, 3, before_auth=True)
 async def api_versions(session: Session, request: Any) -> Any:
     m = response_module(request)
     keys = tuple(
         m.ApiVersion(api_key=a.key, min_version=a.min_version, max_version=a.max_version) for a in table().values()
     )
-    return build(m.ApiVersionsResponse, error_code=ErrorCode.none, api_keys=keys, throttle_time=NO_THROTTLE)
+    features: dict[str, Any] = {}
+    if request.__version__ >= 3:
+        features = {
+            "supported_features": (
+                m.SupportedFeatureKey(name=TRANSACTION_VERSION, min_version=1, max_version=TRANSACTION_VERSION_LEVEL),
+            ),
+            "finalized_features_epoch": 0,
+            "finalized_features": (
+                m.FinalizedFeatureKey(
+                    name=TRANSACTION_VERSION, max_version_level=TRANSACTION_VERSION_LEVEL,
+                    min_version_level=TRANSACTION_VERSION_LEVEL,
+                ),
+            ),
+        }
+    return build(m.ApiVersionsResponse, error_code=ErrorCode.none, api_keys=keys, throttle_time=NO_THROTTLE, **features)
 
 
 @api(3, 0, 12)
 async def metadata(session: Session, request: Any) -> Any:
     m = response_module(request)
     known = {t.name: t for t in await session.broker.log.list_topics(include_system=False)}
+    by_id = {topic_uuid(t): t.name for t in known.values()}
+    unknown_ids: list[uuid.UUID] = []
     if request.topics is None:
         wanted = [name for name in known if session.allows(Need(ResourceType.TOPIC, name, Operation.DESCRIBE))]
     else:
-        wanted = [t.name for t in request.topics if t.name is not None]
+        # v10+: a topic may be asked for by id alone (KIP-848 consumers map their assignment's ids so)
+        wanted = [t.name if t.name is not None else by_id[t.topic_id] for t in request.topics
+                  if t.name is not None or getattr(t, "topic_id", None) in by_id]
+        unknown_ids = [t.topic_id for t in request.topics if t.name is None and getattr(t, "topic_id", None) not in by_id]
     auto_create = session.settings.kafka_auto_create_topics and getattr(request, "allow_auto_topic_creation", True)
     topics = []
     for name in wanted:
@@ -52,6 +78,9 @@ async def metadata(session: Session, request: Any) -> Any:
         elif topic is None:
             error = ErrorCode.unknown_topic_or_partition if TOPIC_NAME_RE.match(name) else ErrorCode.invalid_topic_exception
         topics.append(_topic_metadata(session, m, name, topic if error is ErrorCode.none else None, error))
+    for topic_id in unknown_ids:
+        topics.append(build(m.MetadataResponseTopic, error_code=ErrorCode.unknown_topic_id, name=None, topic_id=topic_id,
+                            is_internal=False, partitions=(), topic_authorized_operations=-2147483648))
     brokers = tuple(m.MetadataResponseBroker(node_id=n.node_id, host=n.host, port=n.port) for n in session.cluster.nodes)
     return build(
         m.MetadataResponse,

@@ -13,6 +13,7 @@ from app.kafka.session import Session
 from half_store.domain.access import Need, Operation, ResourceType
 from half_store.domain.classic_groups import JoinRequest
 from half_store.domain.errors import BrokerError
+from half_store.domain.group_records import MemberRef
 from half_store.domain.records import GroupOffset, OffsetCommit
 
 CONSUMER = "consumer"
@@ -135,8 +136,8 @@ async def offset_commit(session: Session, request: Any) -> Any:
     if error is None and allowed:
         generation = getattr(request, "generation_id_or_member_epoch", getattr(request, "generation_id", -1))
         try:
-            await session.broker.classic.check_commit(request.group_id, generation, getattr(request, "member_id", ""))
-            await session.broker.log.commit_group_offsets(request.group_id, allowed)
+            member = await commit_member(session, request.group_id, generation, getattr(request, "member_id", ""))
+            await session.broker.log.commit_group_offsets(request.group_id, allowed, member)
             error = ErrorCode.none
         except BrokerError as failure:
             error = _commit_code(failure)
@@ -156,6 +157,16 @@ async def offset_commit(session: Session, request: Any) -> Any:
     return build(m.OffsetCommitResponse, throttle_time=NO_THROTTLE, topics=topics)
 
 
+async def commit_member(session: Session, group: str, generation: int, member_id: str) -> MemberRef | None:
+    """Who commits: a classic member is checked against its group's generation here (None after); a member of
+    a KIP-848 group (one the classic coordinator does not know) is named with its member epoch, for the
+    group coordinator's fencing (half_store/services/group_fencing.py)."""
+    if member_id and generation >= 0 and (await session.broker.classic.describe([group]))[0] is None:
+        return MemberRef(member_id, generation)
+    await session.broker.classic.check_commit(group, generation, member_id)
+    return None
+
+
 def _commit_code(failure: BrokerError) -> ErrorCode:
     """A classic member's commit refused: Kafka names the stale generation ILLEGAL_GENERATION."""
     if failure.code == "FENCED_MEMBER_EPOCH":
@@ -168,10 +179,13 @@ async def offset_fetch(session: Session, request: Any) -> Any:
     m = response_module(request)
     error = _group_refusal(session, request.group_id)
     committed: dict[tuple[str, int], GroupOffset] = {}
+    pending: set[tuple[str, int]] = set()
     if error is None:
         try:
             for offset in await session.broker.log.group_offsets(request.group_id):
                 committed[(offset.topic, offset.partition)] = offset
+            if getattr(request, "require_stable", False):  # v7 (KIP-447): not while a transaction may change it
+                pending = await session.broker.log.pending_group_offsets(request.group_id)
             error = ErrorCode.none
         except BrokerError as failure:
             error = kafka_code(failure)
@@ -186,7 +200,11 @@ async def offset_fetch(session: Session, request: Any) -> Any:
         readable = session.allows(Need(ResourceType.TOPIC, name, Operation.DESCRIBE))
         parts = []
         for partition in partitions:
-            found = committed.get((name, partition)) if readable else None
+            unstable = (name, partition) in pending
+            found = committed.get((name, partition)) if readable and not unstable else None
+            code = ErrorCode.topic_authorization_failed if not readable else ErrorCode.none
+            if readable and unstable:
+                code = ErrorCode.unstable_offset_commit  # retriable: the client asks again
             parts.append(
                 build(
                     m.OffsetFetchResponsePartition,
@@ -194,7 +212,7 @@ async def offset_fetch(session: Session, request: Any) -> Any:
                     committed_offset=found.offset if found else -1,
                     committed_leader_epoch=-1,
                     metadata=(found.metadata or "") if found else "",
-                    error_code=ErrorCode.none if readable else ErrorCode.topic_authorization_failed,
+                    error_code=code,
                 )
             )
         topics.append(m.OffsetFetchResponseTopic(name=name, partitions=tuple(parts)))

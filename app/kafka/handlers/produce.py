@@ -28,7 +28,7 @@ class _Refused(Exception):
         self.message = message
 
 
-@api(0, 3, 9)
+@api(0, 3, 12)
 async def produce(session: Session, request: Any) -> Any:
     m = response_module(request)
     jobs = []

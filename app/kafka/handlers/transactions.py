@@ -7,8 +7,10 @@ from typing import Any
 from kio.schema.errors import ErrorCode
 
 from app.kafka.errors import kafka_code
+from app.kafka.handlers.groups import commit_member
 from app.kafka.protocol import NO_THROTTLE, api, build, response_module
 from app.kafka.session import Session
+from app.metrics import KAFKA_EPOCH_BUMPS
 from half_store.domain.access import Need, Operation, ResourceType
 from half_store.domain.errors import BrokerError
 from half_store.domain.records import OffsetCommit
@@ -99,13 +101,15 @@ async def txn_offset_commit(session: Session, request: Any) -> Any:
     ]
     if error is None and any(not session.allows(Need(ResourceType.TOPIC, c.topic, Operation.READ)) for c in commits):
         error = ErrorCode.topic_authorization_failed
+    if error is None and not session.cluster.coordinates(request.group_id):
+        error = ErrorCode.not_coordinator  # the member's generation is checked where the group lives
     if error is None:
         try:
-            await session.broker.classic.check_commit(
-                request.group_id, getattr(request, "generation_id", -1), getattr(request, "member_id", "")
+            member = await commit_member(
+                session, request.group_id, getattr(request, "generation_id", -1), getattr(request, "member_id", "")
             )
             await session.broker.producer_txns.add_offsets(
-                request.producer_id, request.producer_epoch, request.group_id, commits, principal=session.owner
+                request.producer_id, request.producer_epoch, request.group_id, commits, member, session.owner
             )
             error = ErrorCode.none
         except BrokerError as failure:
@@ -123,16 +127,28 @@ async def txn_offset_commit(session: Session, request: Any) -> Any:
     return m.TxnOffsetCommitResponse(throttle_time=NO_THROTTLE, topics=topics)
 
 
-@api(26, 0, 3)
+# EndTxn v5 is transaction protocol v2 (KIP-890 part 2): the client expects its producer's
+# next epoch (or, once the epochs ran out, a new producer id) in the answer.
+TXN_V2_END = 5
+
+
+@api(26, 0, 5)
 async def end_txn(session: Session, request: Any) -> Any:
     m = response_module(request)
     error = _txn_refusal(session, request.transactional_id)
+    producer_id, epoch = -1, -1
     if error is None:
+        txns = session.broker.producer_txns
         try:
-            await session.broker.producer_txns.end(
-                request.producer_id, request.producer_epoch, request.committed, session.owner
-            )
+            if request.__version__ >= TXN_V2_END:
+                identity = await txns.end_bumping_epoch(
+                    request.producer_id, request.producer_epoch, request.committed, session.owner
+                )
+                producer_id, epoch = identity.producer_id, identity.producer_epoch
+                KAFKA_EPOCH_BUMPS.inc()
+            else:
+                await txns.end(request.producer_id, request.producer_epoch, request.committed, session.owner)
             error = ErrorCode.none
         except BrokerError as failure:
             error = kafka_code(failure)
-    return m.EndTxnResponse(throttle_time=NO_THROTTLE, error_code=error)
+    return build(m.EndTxnResponse, throttle_time=NO_THROTTLE, error_code=error, producer_id=producer_id, producer_epoch=epoch)
