@@ -24,7 +24,7 @@ from pydantic import BaseModel, ValidationError
 from starlette.types import ASGIApp, Message, Receive, Scope, Send
 
 from app.api.errors import describe_validation, error_response, refused_media_type
-from app.api.rights import Listing, Redaction, RouteRights, refusal, rights_of
+from app.api.rights import ITEM_ITSELF, Listing, Redaction, RouteRights, refusal, rights_of
 from app.auth.authority import Authority
 from app.auth.cache import AccessCache
 from app.handle import BrokerHandle
@@ -191,18 +191,22 @@ def _visible_filter(
                 item.pop(name, None)
             item[redaction.hidden_flag] = True
 
+    def allowed(item: Any, listing: Listing) -> bool:
+        return all(
+            cache.allows(principal, Need(kind, str(item if field == ITEM_ITSELF else item.get(field)), listing.operation))
+            for kind, field in listing.names.items()
+        )
+
+    def keep_visible(holder: Any, listing: Listing) -> None:
+        items = holder.get(listing.items) if isinstance(holder, dict) else None
+        if isinstance(items, list):
+            holder[listing.items] = [item for item in items if allowed(item, listing)]
+
     def visible(answer: dict[str, Any]) -> dict[str, Any]:
         for listing in listings:
-            items = answer.get(listing.items)
-            if isinstance(items, list):
-                answer[listing.items] = [
-                    item
-                    for item in items
-                    if all(
-                        cache.allows(principal, Need(kind, str(item.get(field)), listing.operation))
-                        for kind, field in listing.names.items()
-                    )
-                ]
+            holders = [answer] if listing.within is None else answer.get(listing.within)
+            for holder in holders if isinstance(holders, list) else ():
+                keep_visible(holder, listing)
         for redaction in redactions:
             found = answer if redaction.items is None else answer.get(redaction.items)
             for item in found if isinstance(found, list) else [found]:

@@ -329,21 +329,29 @@ def receipt_topics(source: NameSource, operation: Operation) -> Rule:
 class Listing:
     """Any authenticated caller; the answer's ``items`` keep only what the caller may see.
 
-    ``names`` maps a resource type to the item field holding its name; an item stays if
-    the caller has ``operation`` on every one of them.
+    ``names`` maps a resource type to the item field holding its name (:data:`ITEM_ITSELF`: the
+    item is the name); an item stays if the caller has ``operation`` on every one of them. With
+    ``within``, ``items`` is a list inside each entry of the answer's list ``within``.
     """
 
     items: str
     names: Mapping[ResourceType, str]
     operation: Operation = DESCRIBE
+    within: str | None = None
 
     async def needs(self, facts: RequestFacts) -> Iterable[Need]:
         return ()
 
 
-def listing(items: str, names: Mapping[ResourceType, str], operation: Operation = DESCRIBE) -> Rule:
-    """Filter the answer's list ``items`` to the entries the caller may ``operation`` (describe)."""
-    return Listing(items, dict(names), operation)
+ITEM_ITSELF = ""
+"""A :class:`Listing` name field for lists of plain names (a share group's topics)."""
+
+
+def listing(
+    items: str, names: Mapping[ResourceType, str], operation: Operation = DESCRIBE, *, within: str | None = None
+) -> Rule:
+    """Filter the answer's list ``items`` (of each entry of ``within``) to the entries the caller may ``operation``."""
+    return Listing(items, dict(names), operation, within)
 
 
 @dataclass(frozen=True)

@@ -17,6 +17,7 @@ from app.api.rights import (
     ALTER,
     DESCRIBE,
     GROUP,
+    ITEM_ITSELF,
     READ,
     TOPIC,
     WRITE,
@@ -202,9 +203,10 @@ async def extend(group: ShareGroupPath, body: ShareExtend, request: Request) -> 
 
 
 @router.get("/share-groups", response_model=ShareGroupList, tags=["share groups"])
-@rights(listing("share_groups", {GROUP: "group"}))
+# A group's topics the caller may not describe are left out, as the group's describe leaves them.
+@rights(listing("share_groups", {GROUP: "group"}), listing("topics", {TOPIC: ITEM_ITSELF}, within="share_groups"))
 async def list_share_groups(request: Request) -> Response:
-    """Every share group that has received from some topic (those the caller may describe)."""
+    """Every share group that has received from some topic (those the caller may describe, with their topics)."""
     found = await broker_of(request).shares.list_groups()
     answer: ShareGroupList = {
         "share_groups": [

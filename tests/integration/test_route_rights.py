@@ -592,3 +592,11 @@ def test_a_route_without_a_declaration_is_refused_even_to_the_admin(database_url
         refused = client.get("/v1/undeclared", headers={"Authorization": f"Bearer {ADMIN}"})
         assert refused.status_code == 403
         assert refused.json()["error"]["code"] == "FORBIDDEN"
+
+
+def test_the_share_group_list_names_only_the_topics_the_caller_may_describe(world: World) -> None:
+    request, grants = _share_group_listed(world)
+    without_topic = send(world, request, world.token_of(grants)).json()["share_groups"]
+    with_topic = send(world, request, world.token_of([*grants, ("topic", "orders", "describe")])).json()["share_groups"]
+    assert [g["topics"] for g in without_topic if g["group"] == "listed-sg"] == [[]]
+    assert [g["topics"] for g in with_topic if g["group"] == "listed-sg"] == [["orders"]]
