@@ -17,6 +17,7 @@ from typing import Any
 import httpx
 import pytest
 from confluent_kafka import Consumer, KafkaError, KafkaException, Producer, TopicPartition
+from confluent_kafka.admin import AdminClient, ConfigResource
 from kio.schema.api_versions.v3.request import ApiVersionsRequest
 from kio.schema.end_txn.v5.request import EndTxnRequest
 from kio.schema.errors import ErrorCode
@@ -268,6 +269,18 @@ def test_a_new_instance_fences_the_old_one(broker: BrokerProcess, new_topic: Cal
     error: KafkaError = raised.value.args[0]
     assert error.fatal() or error.code() in (KafkaError._FENCED, KafkaError.PRODUCER_FENCED, KafkaError.INVALID_PRODUCER_EPOCH)
     assert read_all(consumer(broker, **{"isolation.level": "read_committed"}), topic, 1, 0, timeout=2.0) == []
+
+
+def test_describe_configs_tells_the_retention_applied_and_the_advertised_listener(
+    broker: BrokerProcess, new_topic: Callable[..., str]
+) -> None:
+    topic = new_topic(1)
+    admin = AdminClient({"bootstrap.servers": broker.kafka_bootstrap})
+    node = next(iter(admin.list_topics(timeout=10).brokers))
+    wanted = [ConfigResource(ConfigResource.Type.TOPIC, topic), ConfigResource(ConfigResource.Type.BROKER, str(node))]
+    topic_configs, broker_configs = (future.result(20) for future in admin.describe_configs(wanted).values())
+    assert (topic_configs["retention.ms"].value, topic_configs["retention.ms"].is_read_only) == ("-1", False)
+    assert broker_configs["advertised.listeners"].value == f"PLAINTEXT://{broker.kafka_bootstrap}"
 
 
 # -- consumer groups ----------------------------------------------------------------------------------
