@@ -336,10 +336,11 @@ def test_a_kip_848_group_shares_partitions_commits_and_rebalances_when_a_member_
             if message is not None and message.error() is None:
                 got.append(message.value())
         owned = [{tp.partition for tp in member.assignment()} for member in members]
-        if all(len(o) == 2 for o in owned) and len(got) == 8:
+        if all(len(o) == 2 for o in owned) and len(set(got)) == 8:
             break
     assert owned[0] | owned[1] == {0, 1, 2, 3} and not owned[0] & owned[1]
-    assert sorted(got) == sorted(str(i).encode() for i in range(8))
+    # Nothing is committed yet, so a partition handed over in the rebalance is read again from the start.
+    assert set(got) == {str(i).encode() for i in range(8)}
     view = rest.get(f"/v1/groups/{group}").json()
     assert sorted(len(m["assignment"]) for m in view["members"]) == [2, 2]
     members[1].close()
