@@ -165,7 +165,8 @@ async def describe_configs(session: Session, request: Any) -> Any:
                 name=name,
                 value="-1" if value is None else str(value),  # retention: -1 keeps forever, as in Kafka
                 read_only=name not in _RETENTION_KEYS,
-                config_source=1 if explicit else 5,  # TOPIC_CONFIG, else DEFAULT_CONFIG
+                # TOPIC_CONFIG; the listener, STATIC_BROKER_CONFIG (this process's settings, as Kafka 4 says); else DEFAULT_CONFIG
+                config_source=1 if explicit else 4 if name == "advertised.listeners" else 5,
                 is_default=not explicit,
                 is_sensitive=False,
                 synonyms=(),
