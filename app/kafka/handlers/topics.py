@@ -114,6 +114,14 @@ async def create_partitions(session: Session, request: Any) -> Any:
     return build(m.CreatePartitionsResponse, throttle_time=NO_THROTTLE, results=tuple(results))
 
 
+# Kafka's ConfigType codes (DescribeConfigs v3+): BOOLEAN 1, STRING 2, INT 3, LONG 5, LIST 7.
+_CONFIG_TYPES = {
+    "retention.ms": 5, "retention.bytes": 5, "max.message.bytes": 3, "cleanup.policy": 7, "min.insync.replicas": 3,
+    "advertised.listeners": 2, "auto.create.topics.enable": 1, "num.partitions": 3, "message.max.bytes": 3,
+    "transaction.max.timeout.ms": 3, "group.min.session.timeout.ms": 3, "group.max.session.timeout.ms": 3,
+}
+
+
 @api(32, 1, 4)
 async def describe_configs(session: Session, request: Any) -> Any:
     """What halfmq really applies: a topic's retention (set or inherited) and the broker's message limits."""
@@ -137,7 +145,10 @@ async def describe_configs(session: Session, request: Any) -> Any:
                 except BrokerError as failure:
                     error, message = kafka_code(failure), str(failure)
         elif resource.resource_type == BROKER_RESOURCE:
+            me = session.cluster.me
+            protocol = "SASL_PLAINTEXT" if session.authority.enabled else "PLAINTEXT"
             configs = [
+                ("advertised.listeners", f"{protocol}://{me.host}:{me.port}", False),
                 ("auto.create.topics.enable", str(session.settings.kafka_auto_create_topics).lower(), False),
                 ("num.partitions", session.settings.kafka_default_partitions, False),
                 ("message.max.bytes", session.settings.max_message_bytes, False),
@@ -154,11 +165,12 @@ async def describe_configs(session: Session, request: Any) -> Any:
                 name=name,
                 value="-1" if value is None else str(value),  # retention: -1 keeps forever, as in Kafka
                 read_only=name not in _RETENTION_KEYS,
-                config_source=1 if explicit else 5,  # TOPIC_CONFIG, else DEFAULT_CONFIG
+                # TOPIC_CONFIG; the listener, STATIC_BROKER_CONFIG (this process's settings, as Kafka 4 says); else DEFAULT_CONFIG
+                config_source=1 if explicit else 4 if name == "advertised.listeners" else 5,
                 is_default=not explicit,
                 is_sensitive=False,
                 synonyms=(),
-                config_type=0,
+                config_type=_CONFIG_TYPES.get(name, 0),
                 documentation=None,
             )
             for name, value, explicit in configs
