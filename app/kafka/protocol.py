@@ -51,8 +51,8 @@ def api(key: int, min_version: int, max_version: int, *, before_auth: bool = Fal
 
 
 def table() -> dict[int, Api]:
-    from app.kafka import handlers  # noqa: F401 - registers every API
-
+    """Every registered API: the handler modules register theirs when ``app.kafka.handlers`` is imported
+    (by the server, which imports it before it asks), so this module imports none of them."""
     return _TABLE
 
 

@@ -25,6 +25,7 @@ from kio.static.constants import EntityType
 
 from app.auth.authority import Authority
 from app.handle import BrokerHandle
+from app.kafka import handlers  # noqa: F401 - importing it registers every API in the table
 from app.kafka.brokers import ClusterView
 from app.kafka.protocol import Api, table
 from app.kafka.session import Session
