@@ -20,8 +20,6 @@ listener); ``python -m bench.kafka [--db sqlite|postgresql] [--duration 10] [--c
 
 from __future__ import annotations
 
-import argparse
-import json
 import os
 import sys
 import uuid
@@ -29,8 +27,8 @@ from collections.abc import Callable
 from typing import Any
 
 from bench import payloads
-from bench.rocketmq import run_steps
-from bench.scenarios import Row, ScratchDatabase, http_json, log
+from bench.rocketmq import protocol_main, run_steps
+from bench.scenarios import Row, http_json, log
 
 TOPIC = "kafka-bench"
 FILLED = "kafka-bench-filled"
@@ -185,28 +183,7 @@ def _fill(url: str, per_partition: int) -> None:
 
 
 def main(argv: list[str] | None = None) -> int:
-    from bench import procs
-
-    parser = argparse.ArgumentParser(prog="python -m bench.kafka", description=__doc__.splitlines()[0])
-    parser.add_argument("--db", choices=["sqlite", "postgresql"], default="sqlite")
-    parser.add_argument("--duration", type=float, default=10.0)
-    parser.add_argument("--clients", type=int, default=2)
-    parser.add_argument("--output", default=None, help="write the rows as JSON")
-    args = parser.parse_args(argv)
-    with ScratchDatabase(args.db, "kafka") as url:
-        kafka_port = procs.free_port()
-        broker = procs.broker(url, kafka_port=kafka_port).start()
-        try:
-            rows = measure(args.db, broker.url, f"127.0.0.1:{kafka_port}", args.duration, args.clients)
-        finally:
-            broker.stop()
-    table = [{k: v for k, v in vars(r).items() if v not in (None, {}, "")} for r in rows]
-    for row in table:
-        print(json.dumps(row))
-    if args.output:
-        with open(args.output, "w") as out:
-            json.dump(table, out, indent=2)
-    return 0
+    return protocol_main(argv, "kafka", "kafka_port", 2, measure, __doc__ or "")
 
 
 if __name__ == "__main__":

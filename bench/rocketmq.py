@@ -221,20 +221,30 @@ def _fill(url: str, count: int) -> None:
         http_json("POST", f"{url}/v1/topics/{TOPIC}/messages", batch)
 
 
-def main(argv: list[str] | None = None) -> int:
+Measure = Callable[[str, str, str, float, int], list[Row]]
+
+
+def protocol_main(
+    argv: list[str] | None, protocol: str, port_setting: str, default_clients: int, measure: Measure, doc: str
+) -> int:
+    """``python -m bench.<protocol>``: one broker with the protocol's listener on a free port, its rows as JSON.
+
+    ``port_setting`` is the broker setting of the listener's port (``grpc_port``, ``kafka_port``);
+    ``measure(db, broker_url, address, seconds, clients)`` makes the rows.
+    """
     from bench import procs
 
-    parser = argparse.ArgumentParser(prog="python -m bench.rocketmq", description=__doc__.splitlines()[0])
+    parser = argparse.ArgumentParser(prog=f"python -m bench.{protocol}", description=doc.splitlines()[0])
     parser.add_argument("--db", choices=["sqlite", "postgresql"], default="sqlite")
     parser.add_argument("--duration", type=float, default=10.0)
-    parser.add_argument("--clients", type=int, default=4)
+    parser.add_argument("--clients", type=int, default=default_clients)
     parser.add_argument("--output", default=None, help="write the rows as JSON")
     args = parser.parse_args(argv)
-    with ScratchDatabase(args.db, "rocketmq") as url:
-        grpc_port = procs.free_port()
-        broker = procs.broker(url, grpc_port=grpc_port).start()
+    with ScratchDatabase(args.db, protocol) as url:
+        port = procs.free_port()
+        broker = procs.broker(url, **{port_setting: port}).start()
         try:
-            rows = measure(args.db, broker.url, f"127.0.0.1:{grpc_port}", args.duration, args.clients)
+            rows = measure(args.db, broker.url, f"127.0.0.1:{port}", args.duration, args.clients)
         finally:
             broker.stop()
     table = [{k: v for k, v in vars(r).items() if v not in (None, {}, "")} for r in rows]
@@ -244,6 +254,10 @@ def main(argv: list[str] | None = None) -> int:
         with open(args.output, "w") as out:
             json.dump(table, out, indent=2)
     return 0
+
+
+def main(argv: list[str] | None = None) -> int:
+    return protocol_main(argv, "rocketmq", "grpc_port", 4, measure, __doc__ or "")
 
 
 if __name__ == "__main__":
