@@ -27,7 +27,7 @@ from collections.abc import Callable
 from typing import Any
 
 from bench import payloads
-from bench.rocketmq import protocol_main, run_steps
+from bench.rocketmq import client_row, protocol_main, run_steps
 from bench.scenarios import Row, http_json, log
 
 TOPIC = "kafka-bench"
@@ -161,16 +161,8 @@ def measure(db: str, broker_url: str, bootstrap: str, seconds: float, clients: i
             label = f"{'Kafka' if protocol == 'kafka' else ''} {name} (x{clients})".strip()
             unit = "txn/s" if operation == "txn" else "msgs/s"
             rate = result["rate"] / TXN_MESSAGES if operation == "txn" else result["rate"]
-            rows.append(
-                Row(
-                    "halfmq", db, f"{protocol}-{operation}", label, unit, round(rate, 1),
-                    messages_per_s=round(result["rate"], 1), p50_ms=result["p50_ms"], p99_ms=result["p99_ms"],
-                    concurrency=clients,
-                    loadgen="confluent-kafka (librdkafka), one process each" if protocol == "kafka"
-                    else "httpx, one process each",
-                    errors=len(result["errors"]), extra={"errors": result["errors"][:3]} if result["errors"] else {},
-                )
-            )
+            loadgen = "confluent-kafka (librdkafka)" if protocol == "kafka" else "httpx"
+            rows.append(client_row(db, f"{protocol}-{operation}", label, unit, rate, result, clients, loadgen))
             log(f"  {label}: {rate:,.0f} {unit} (p50 {result['p50_ms']} ms a step, p99 {result['p99_ms']} ms)")
     return rows
 

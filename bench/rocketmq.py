@@ -201,18 +201,22 @@ def measure(db: str, broker_url: str, grpc_endpoint: str, seconds: float, client
             result = run_clients(protocol, address, operation, clients, seconds, group=f"bench-{protocol}")
             label = f"{'RocketMQ client' if protocol == 'rocketmq' else 'REST'} {operation} (x{clients})"
             unit = "msgs/s" if operation != "txn" else "txn/s"
-            rows.append(
-                Row(
-                    "halfmq", db, f"{protocol}-{operation}", label, unit, round(result["rate"], 1),
-                    messages_per_s=round(result["rate"], 1), p50_ms=result["p50_ms"], p99_ms=result["p99_ms"],
-                    concurrency=clients,
-                    loadgen="rocketmq-python-client 5.1.2, one process each" if protocol == "rocketmq"
-                    else "httpx, one process each",
-                    errors=len(result["errors"]), extra={"errors": result["errors"][:3]} if result["errors"] else {},
-                )
-            )
+            loadgen = "rocketmq-python-client 5.1.2" if protocol == "rocketmq" else "httpx"
+            rows.append(client_row(db, f"{protocol}-{operation}", label, unit, result["rate"], result, clients, loadgen))
             log(f"  {label}: {result['rate']:,.0f} {unit} (p50 {result['p50_ms']} ms, p99 {result['p99_ms']} ms)")
     return rows
+
+
+def client_row(
+    db: str, scenario: str, label: str, unit: str, rate: float, result: dict[str, Any], clients: int, loadgen: str
+) -> Row:
+    """A protocol bench's row: ``rate`` in ``unit``, beside the messages/s, latencies and errors of ``result``."""
+    return Row(
+        "halfmq", db, scenario, label, unit, round(rate, 1),
+        messages_per_s=round(result["rate"], 1), p50_ms=result["p50_ms"], p99_ms=result["p99_ms"],
+        concurrency=clients, loadgen=f"{loadgen}, one process each",
+        errors=len(result["errors"]), extra={"errors": result["errors"][:3]} if result["errors"] else {},
+    )
 
 
 def _fill(url: str, count: int) -> None:

@@ -15,7 +15,7 @@ import httpx
 import pytest
 
 from sdk import Client, Consumer, Message, Producer, TransactionalProducer
-from tests.support.broker_process import BrokerProcess
+from tests.support.broker_process import BrokerProcess, brokers_on
 
 pytestmark = pytest.mark.e2e
 
@@ -26,17 +26,8 @@ ADMIN = "defects-admin-token"
 def brokers(module_database_url: str, tmp_path_factory: pytest.TempPathFactory) -> Iterator[list[BrokerProcess]]:
     """Two token-auth broker processes on one database."""
     directory = tmp_path_factory.mktemp("defects")
-    started = [
-        BrokerProcess(module_database_url, log_path=directory / f"broker-{n}.log", auth="token", admin_token=ADMIN)
-        for n in range(2)
-    ]
-    try:
-        for process in started:
-            process.start()
+    with brokers_on(module_database_url, directory, 2, listeners=(), auth="token", admin_token=ADMIN) as started:
         yield started
-    finally:
-        for process in started:
-            process.stop()
 
 
 def unique(prefix: str) -> str:
