@@ -29,9 +29,9 @@ from app.api import (
     txn_routes,
 )
 from app.api.authorize import ListingFilterMiddleware, RequestGate, authorize
-from app.api.direct_routes import DirectRoutes
 from app.api.docs_routes import install_docs
 from app.api.errors import install_error_handlers
+from app.api.front_door import FrontDoor
 from app.api.long_polls import LongPollQuota
 from app.api.middleware import AccessLogMiddleware, BodyLimitMiddleware, MetricsMiddleware, enable_access_log
 from app.api.otel import install_otel
@@ -128,8 +128,6 @@ def create_app(settings: Settings | None = None, shared: SharedCore | None = Non
     app.include_router(rocketmq_routes.router)
     app.include_router(ops_routes.router)
     app.include_router(console_routes.router)
-    if settings.direct_routes:  # innermost: the body limit and the metrics still see every request
-        app.add_middleware(DirectRoutes)
     app.add_middleware(BodyLimitMiddleware, max_bytes=settings.max_request_bytes, timeout_seconds=settings.body_timeout_seconds)
     app.add_middleware(ListingFilterMiddleware)
     app.add_middleware(RequestGate)  # outside the body limit: a request is authenticated before its body is read
@@ -137,6 +135,13 @@ def create_app(settings: Settings | None = None, shared: SharedCore | None = Non
         # Level 1: JSON of messages shrinks most of the way at a fraction of level 9's CPU.
         app.add_middleware(GZipMiddleware, minimum_size=settings.gzip_min_bytes, compresslevel=1)
     app.add_middleware(MetricsMiddleware)
+    if settings.direct_routes:  # the plain routes answered before the layers above, doing their work in one pass
+        app.add_middleware(
+            FrontDoor,
+            max_bytes=settings.max_request_bytes,
+            timeout_seconds=settings.body_timeout_seconds,
+            gzip_min_bytes=settings.gzip_min_bytes,
+        )
     install_otel(app, os.environ)  # server spans, only when OTEL_* asks for them and the packages are there
     if settings.access_log:  # outermost, so a line's duration covers all the broker did
         enable_access_log()

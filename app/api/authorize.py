@@ -256,21 +256,28 @@ class RequestGate:
         self.app = app
 
     async def __call__(self, scope: Scope, receive: Receive, send: Send) -> None:
-        if scope["type"] != "http":
-            await self.app(scope, receive, send)
+        refused = await gate_refusal(scope) if scope["type"] == "http" else None
+        if refused is not None:
+            await error_response(refused)(scope, receive, send)
             return
-        path = scope.get("raw_path") or scope.get("path", "").encode()
-        if len(path) > MAX_PATH_BYTES or len(scope.get("query_string", b"")) > MAX_QUERY_BYTES:
-            await error_response(UriTooLong("the request's path or query is too long"))(scope, receive, send)
-            return
-        authority: Authority = scope["app"].state.authority
-        if authority.enabled and _may_carry_body(scope):
-            try:
-                scope[PRINCIPAL_KEY] = await authority.authenticate(bearer_of(scope))
-            except BrokerError as error:
-                await error_response(error)(scope, receive, send)
-                return
         await self.app(scope, receive, send)
+
+
+async def gate_refusal(scope: Scope) -> BrokerError | None:
+    """Why :class:`RequestGate` refuses this request on its first line and headers, or None.
+
+    A request it lets through with authentication on carries its principal in the scope.
+    """
+    path = scope.get("raw_path") or scope.get("path", "").encode()
+    if len(path) > MAX_PATH_BYTES or len(scope.get("query_string", b"")) > MAX_QUERY_BYTES:
+        return UriTooLong("the request's path or query is too long")
+    authority: Authority = scope["app"].state.authority
+    if authority.enabled and _may_carry_body(scope):
+        try:
+            scope[PRINCIPAL_KEY] = await authority.authenticate(bearer_of(scope))
+        except BrokerError as error:
+            return error
+    return None
 
 
 class ListingFilterMiddleware:
@@ -306,10 +313,15 @@ class ListingFilterMiddleware:
             chunks.append(message.get("body", b""))
             if message.get("more_body", False):
                 return
-            content = orjson.dumps(scope[VISIBLE_KEY](orjson.loads(b"".join(chunks))))
+            content = visible_answer(scope, b"".join(chunks))
             headers = [(k, v) for k, v in held.get("headers", []) if k.lower() != b"content-length"]
             headers.append((b"content-length", str(len(content)).encode()))
             await send({**held, "headers": headers})
             await send({"type": "http.response.body", "body": content, "more_body": False})
 
         await self.app(scope, receive, filtering_send)
+
+
+def visible_answer(scope: Scope, content: bytes) -> bytes:
+    """A listing's JSON answer with what the caller may not see taken out (:func:`authorize` set the filter)."""
+    return orjson.dumps(scope[VISIBLE_KEY](orjson.loads(content)))

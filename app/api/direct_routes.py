@@ -4,7 +4,7 @@ FastAPI spends most of a small request's time around the route rather than in it
 matching through the included routers, solving the dependency graph, its telemetry
 and exit stacks (bench/results/history.md, round 4). Most of our routes need none of that:
 their parameters are path and query values, one JSON body model and the request.
-This middleware serves those routes itself, calling the same endpoint function with
+The front door (:mod:`app.api.front_door`) serves those routes through it, calling the same endpoint function with
 arguments validated by the same pydantic types, after the same authorizing
 dependency, with errors turned into answers by the app's own handlers.
 
@@ -17,6 +17,7 @@ replayed, so every refusal keeps the exact answer FastAPI's path gives it.
 
 from __future__ import annotations
 
+import functools
 import inspect
 import re
 import types
@@ -32,13 +33,12 @@ from fastapi.routing import APIRoute
 from pydantic import BaseModel, TypeAdapter, ValidationError
 from starlette.responses import Response
 from starlette.routing import compile_path
-from starlette.types import ASGIApp, Receive, Scope, Send
+from starlette.types import Receive, Scope
 
 from app.api.authorize import authorize, bearer_scheme
 from app.api.errors import broker_error_answer
 from app.api.fast_bodies import RawBody
 from app.api.log_routes import RAW_BODIES
-from app.api.middleware import read_body, replaying
 from app.metrics import DIRECT_REQUESTS
 from half_store.domain.errors import BrokerError, bad_unicode
 
@@ -70,7 +70,7 @@ class _Parameter:
 
 
 @dataclass(frozen=True)
-class _Route:
+class DirectRoute:
     route: Any  # what FastAPI puts in scope["route"]: the metrics and the authorizing dependency read it
     path: str
     endpoint: Callable[..., Awaitable[Response]]
@@ -78,15 +78,20 @@ class _Route:
     body: _Parameter | None  # the one body parameter, if the route takes a body
     raw: RawBody | None = None  # the route's body decoded here, values kept as sent (app/api/fast_bodies.py)
 
+    @functools.cached_property
+    def served(self) -> Any:
+        """This route's count of requests served directly (its child of the metric, looked up once)."""
+        return DIRECT_REQUESTS.labels(self.path)
+
 
 @dataclass(frozen=True)
 class _Candidate:
     pattern: re.Pattern[str]
     methods: frozenset[str] | None  # None: every method (a mount)
-    plain: _Route | None  # None: FastAPI serves it
+    plain: DirectRoute | None  # None: FastAPI serves it
 
 
-def _plain_route(route: Any) -> _Route | None:
+def _plain_route(route: Any) -> DirectRoute | None:
     """The route as this middleware serves it, or None if it has parameters FastAPI must resolve."""
     if not isinstance(getattr(route, "original_route", route), APIRoute):
         return None
@@ -115,7 +120,7 @@ def _plain_route(route: Any) -> _Route | None:
     if len(bodies) > 1:
         return None
     body = bodies[0] if bodies else None
-    return _Route(route, str(route.path), endpoint, tuple(parameters), body, RAW_BODIES.get(endpoint) if body else None)
+    return DirectRoute(route, str(route.path), endpoint, tuple(parameters), body, RAW_BODIES.get(endpoint) if body else None)
 
 
 def _parameter(name: str, annotation: Any, declared: inspect.Parameter, *, in_path: bool) -> _Parameter | None:
@@ -187,10 +192,9 @@ def _json_media_type(scope: Scope) -> bool:
 
 
 class DirectRoutes:
-    """ASGI middleware: answers requests for plain routes itself, hands every other one to the app."""
+    """The app's plain routes, matched as FastAPI's router would and served without it."""
 
-    def __init__(self, app: ASGIApp) -> None:
-        self.app = app
+    def __init__(self) -> None:
         self._routes: list[_Candidate] | None = None
 
     def _candidates(self, scope: Scope) -> list[_Candidate]:
@@ -202,8 +206,10 @@ class DirectRoutes:
             ]
         return self._routes
 
-    def _match(self, scope: Scope) -> tuple[_Route, dict[str, str]] | None:
-        """The plain route FastAPI's router would pick for this request: the first that takes it whole."""
+    def match(self, scope: Scope) -> tuple[DirectRoute, dict[str, str]] | None:
+        """The plain route FastAPI's router would pick for this request (the first that takes it whole), if any."""
+        if scope["type"] != "http" or scope.get("root_path") or "app" not in scope:
+            return None
         method = scope["method"]
         for candidate in self._candidates(scope):
             if candidate.methods is not None and method not in candidate.methods:
@@ -213,30 +219,10 @@ class DirectRoutes:
                 return None if candidate.plain is None else (candidate.plain, matched.groupdict())
         return None
 
-    async def __call__(self, scope: Scope, receive: Receive, send: Send) -> None:
-        if scope["type"] != "http" or scope.get("root_path") or "app" not in scope:
-            await self.app(scope, receive, send)
-            return
-        matched = self._match(scope)
-        if matched is None:
-            await self.app(scope, receive, send)
-            return
-        route, path_params = matched
-        body = b""
-        if route.body is not None:
-            read = await read_body(receive)
-            if read is None:
-                return  # the client went away
-            body, receive = read, replaying(read, receive)
-        served = await self._serve(route, path_params, body, scope, receive)
-        if served is None:
-            await self.app(scope, receive, send)
-            return
-        await served(scope, receive, send)
-
-    async def _serve(
-        self, route: _Route, path_params: dict[str, str], body: bytes, scope: Scope, receive: Receive
+    async def serve(
+        self, route: DirectRoute, path_params: dict[str, str], body: bytes, scope: Scope, receive: Receive
     ) -> Response | None:
+        """The route's answer, or None where FastAPI must answer (it will see the same ``scope``)."""
         parsed: Any = None
         endpoint = route.endpoint
         if route.body is not None and not body and route.body.default is None:
@@ -268,9 +254,10 @@ class DirectRoutes:
         except ValidationError:
             del scope["route"], scope["endpoint"], scope["path_params"]
             return None
-        DIRECT_REQUESTS.labels(route.path).inc()
+        route.served.inc()
         try:
-            await authorize(request, await bearer_scheme(request))
+            if request.app.state.authority.enabled:  # else authorize lets everyone through: no header to read
+                await authorize(request, await bearer_scheme(request))
             return await endpoint(**arguments)
         except BrokerError as error:
             return broker_error_answer(error)

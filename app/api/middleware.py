@@ -16,7 +16,7 @@ from starlette.types import ASGIApp, Message, Receive, Scope, Send
 
 from app.api.errors import error_response
 from app.metrics import BODY_TIMEOUTS, REQUEST_LATENCY, REQUESTS
-from half_store.domain.errors import MessageTooLarge, RequestTimeout
+from half_store.domain.errors import BrokerError, MessageTooLarge, RequestTimeout
 
 
 class BodyLimitMiddleware:
@@ -36,26 +36,37 @@ class BodyLimitMiddleware:
         self.timeout_seconds = timeout_seconds
 
     async def __call__(self, scope: Scope, receive: Receive, send: Send) -> None:
-        if scope["type"] != "http" or scope.get("method") in ("GET", "HEAD", "DELETE", "OPTIONS"):
+        if scope["type"] != "http" or not may_send_body(scope):
             await self.app(scope, receive, send)
             return
-        for name, value in scope.get("headers", ()):
-            if name == b"content-length" and value.isdigit() and int(value) > self.max_bytes:
-                await error_response(_too_large(self.max_bytes))(scope, receive, send)
-                return
         try:
-            async with asyncio.timeout(self.timeout_seconds):
-                body = await read_body(receive, self.max_bytes)
-        except TimeoutError:
-            BODY_TIMEOUTS.inc()
-            timeout = RequestTimeout(f"the request body did not arrive within {self.timeout_seconds:g} s")
-            await error_response(timeout)(scope, receive, send)
-            return
-        except MessageTooLarge as error:
+            body = await read_limited_body(scope, receive, self.max_bytes, self.timeout_seconds)
+        except BrokerError as error:
             await error_response(error)(scope, receive, send)
             return
         if body is not None:  # else the client went away
             await self.app(scope, replaying(body, receive), send)
+
+
+def may_send_body(scope: Scope) -> bool:
+    """Whether the body limit reads this request's body (methods that carry none pass untouched)."""
+    return scope.get("method") not in ("GET", "HEAD", "DELETE", "OPTIONS")
+
+
+async def read_limited_body(scope: Scope, receive: Receive, max_bytes: int, timeout_seconds: float | None) -> bytes | None:
+    """The whole body within the limits of :class:`BodyLimitMiddleware`; None when the client went away.
+
+    Raises :class:`MessageTooLarge` (413) and :class:`RequestTimeout` (408).
+    """
+    for name, value in scope.get("headers", ()):
+        if name == b"content-length" and value.isdigit() and int(value) > max_bytes:
+            raise _too_large(max_bytes)
+    try:
+        async with asyncio.timeout(timeout_seconds):
+            return await read_body(receive, max_bytes)
+    except TimeoutError:
+        BODY_TIMEOUTS.inc()
+        raise RequestTimeout(f"the request body did not arrive within {timeout_seconds:g} s") from None
 
 
 async def read_body(receive: Receive, max_bytes: int | None = None) -> bytes | None:
@@ -96,6 +107,31 @@ def replaying(body: bytes, receive: Receive) -> Receive:
     return replay
 
 
+class RequestMetrics:
+    """The request counter and latency histogram, their labelled children kept at hand.
+
+    ``labels()`` builds and looks up its key under a lock on every call; a request's route is
+    one of the app's templates and its status one of a few, so the children are few and kept.
+    """
+
+    def __init__(self) -> None:
+        self._counted: dict[tuple[str, str, int], Any] = {}
+        self._timed: dict[tuple[str, str], Any] = {}
+
+    def observe(self, method: str, route: str, status: int, seconds: float) -> None:
+        counted = self._counted.get((method, route, status))
+        if counted is None:
+            counted = self._counted[(method, route, status)] = REQUESTS.labels(method, route, str(status))
+        timed = self._timed.get((method, route))
+        if timed is None:
+            timed = self._timed[(method, route)] = REQUEST_LATENCY.labels(method, route)
+        counted.inc()
+        timed.observe(seconds)
+
+
+REQUEST_METRICS = RequestMetrics()
+
+
 class MetricsMiddleware:
     """Counts requests by route template and status, and times them."""
 
@@ -119,10 +155,7 @@ class MetricsMiddleware:
         try:
             await self.app(scope, receive, capture_status)
         finally:
-            route = self.routes.name(scope)
-            method = scope.get("method", "")
-            REQUESTS.labels(method, route, str(status)).inc()
-            REQUEST_LATENCY.labels(method, route).observe(time.perf_counter() - started)
+            REQUEST_METRICS.observe(scope.get("method", ""), self.routes.name(scope), status, time.perf_counter() - started)
 
 
 class AccessLogMiddleware:

@@ -9,9 +9,11 @@ have taken the direct path, and the ones it is unsure of must not have.
 from __future__ import annotations
 
 import contextlib
+import gzip
 from collections.abc import Iterator
 from typing import Any
 
+import orjson
 import pytest
 from fastapi.testclient import TestClient
 
@@ -159,3 +161,60 @@ def test_with_auth_on_the_direct_path_refuses_as_fastapi_does(two_databases: tup
             assert client.post("/v1/topics/t/messages", json=produce, headers=mine).status_code == 200
             fetched = client.get("/v1/topics/t/partitions/0/messages", headers=admin).json()["messages"]
             assert [m["value"] for m in fetched] == [1]
+
+
+def _requests_counted(client: TestClient, route: str, status: int) -> float:
+    """halfmq_http_requests_total of POST ``route`` answered with ``status``."""
+    wanted = f'halfmq_http_requests_total{{method="POST",route="{route}",status="{status}"}}'
+    for line in client.get("/metrics", headers={"Authorization": f"Bearer {ADMIN}"}).text.splitlines():
+        if line.startswith(wanted):
+            return float(line.rsplit(" ", 1)[1])
+    return 0.0
+
+
+def test_the_front_door_does_the_middlewares_work_as_they_do(two_databases: tuple[str, str]) -> None:
+    """Body limit, request gate, listing filter, gzip and request metrics: the same on both paths."""
+    produce_route = "/v1/topics/{topic}/messages"
+    for direct, url in zip((True, False), two_databases, strict=True):
+        settings = make_settings(
+            url, auth="token", admin_token=ADMIN, direct_routes=direct, max_request_bytes=2048, gzip_min_bytes=200
+        )
+        with TestClient(create_app(settings)) as client:
+            admin = {"Authorization": f"Bearer {ADMIN}"}
+            for name in ("mine", "theirs"):
+                assert client.post("/v1/topics", json={"name": name, "partitions": 1}, headers=admin).status_code == 201
+            client.post("/v1/principals", json={"name": "app"}, headers=admin)
+            token = client.post("/v1/principals/app/tokens", json={}, headers=admin).json()["token"]
+            app = {"Authorization": f"Bearer {token}"}
+            for operation in ("write", "describe"):
+                grant = {"principal": "app", "resource_type": "topic", "pattern": "mine", "operations": [operation]}
+                assert client.post("/v1/acls", json=grant, headers=admin).status_code == 201
+
+            counted = _requests_counted(client, produce_route, 200)
+            small = {"messages": [{"value": "x" * 100}]}
+            assert client.post("/v1/topics/mine/messages", json=small, headers=app).status_code == 200
+            assert _requests_counted(client, produce_route, 200) == counted + 1, f"direct={direct}: counted once"
+
+            refused_before = _requests_counted(client, produce_route, 413)
+            big = {"messages": [{"value": "x" * 3000}]}
+            too_big = client.post("/v1/topics/mine/messages", json=big, headers=app)
+            assert (too_big.status_code, too_big.json()["error"]["code"]) == (413, "MESSAGE_TOO_LARGE")
+            assert _requests_counted(client, produce_route, 413) == refused_before + 1
+            # Refused on its headers: a bad token is 401 whatever the body, which is never read.
+            unknown = client.post("/v1/topics/mine/messages", json=big, headers={"Authorization": "Bearer nope"})
+            assert (unknown.status_code, unknown.json()["error"]["code"]) == (401, "UNAUTHENTICATED")
+            long_path = client.post("/v1/topics/" + "t" * 5000 + "/messages", json=small, headers=app)
+            assert (long_path.status_code, long_path.json()["error"]["code"]) == (414, "URI_TOO_LONG")
+
+            listed = client.get("/v1/topics", headers={**app, "accept-encoding": "identity"})
+            assert [t["name"] for t in listed.json()["topics"]] == ["mine"]
+            assert listed.headers["content-length"] == str(len(listed.content))
+            many = {"messages": [{"value": n} for n in range(60)]}
+            assert client.post("/v1/topics/mine/messages", json=many, headers=app).status_code == 200
+            fetch = "/v1/topics/mine/partitions/0/messages"
+            with client.stream("GET", fetch, headers={**admin, "accept-encoding": "gzip"}) as packed:
+                assert packed.headers["content-encoding"] == "gzip"
+                assert "accept-encoding" in packed.headers["vary"].lower()
+                raw = b"".join(packed.iter_raw())
+            assert packed.headers["content-length"] == str(len(raw))
+            assert [m["value"] for m in orjson.loads(gzip.decompress(raw))["messages"]][-60:] == list(range(60))
