@@ -53,3 +53,12 @@ def test_a_binary_value_is_decoded_as_the_general_path_decodes_it() -> None:
     assert decoded is not None
     [record] = raw_records(decoded, LIMITS)
     assert record.value == b"\x00\x01" and record.timestamp == 5
+
+
+def test_one_look_at_the_whole_body_still_judges_each_value() -> None:
+    """A backslash or a non-ASCII byte elsewhere in the body neither spares a value its check nor refuses a plain one."""
+    escaped_key = decode_produce(b'{"messages": [{"value": "plain", "key": "a\\"b"}, {"value": 5, "key": "\xc3\xa9"}]}')
+    assert escaped_key is not None
+    assert [r.value for r in raw_records(escaped_key, LIMITS)] == [b'"plain"', b"5"]
+    assert decode_produce(b'{"messages": [{"value": "plain"}, {"value": "a\\"b"}]}') is None
+    assert decode_produce(b'{"messages": [{"value": "\xc3\xa9", "key": "k"}, {"value": "\xff"}]}') is None
