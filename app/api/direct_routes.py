@@ -4,9 +4,9 @@ FastAPI spends most of a small request's time around the route rather than in it
 matching through the included routers, solving the dependency graph, its telemetry
 and exit stacks (bench/results/history.md, round 4). Most of our routes need none of that:
 their parameters are path and query values, one JSON body model and the request.
-The front door (:mod:`app.api.front_door`) serves those routes through it, calling the same endpoint function with
-arguments validated by the same pydantic types, after the same authorizing
-dependency, with errors turned into answers by the app's own handlers.
+The front door (:mod:`app.api.front_door`) serves those routes through this module, calling
+the same endpoint function with arguments validated by the same pydantic types, after the
+same authorizing dependency, with errors turned into answers by the app's own handlers.
 
 It serves a request only when it is sure FastAPI would treat it the same: a JSON
 body (``Content-Type: application/json``) that pydantic's parser takes and that, with every
@@ -92,7 +92,7 @@ class _Candidate:
 
 
 def _plain_route(route: Any) -> DirectRoute | None:
-    """The route as this middleware serves it, or None if it has parameters FastAPI must resolve."""
+    """The route as the direct path serves it, or None if it has parameters FastAPI must resolve."""
     if not isinstance(getattr(route, "original_route", route), APIRoute):
         return None
     endpoint = route.endpoint
