@@ -51,6 +51,9 @@ def run_front(
     settings: Settings, index: int, core_socket: str, listener: socket.socket, options: dict[str, Any]
 ) -> None:
     """One front process: uvicorn on the shared listening socket, calling the shared core."""
+    from app.memory import leave_out_test_tools
+
+    leave_out_test_tools()  # a spawned process: the supervisor's sys.modules is not carried over
     import uvicorn
 
     from app.core.link import SharedCore

@@ -27,6 +27,7 @@ import ctypes
 import gc
 import logging
 import os
+import sys
 import threading
 from collections.abc import Callable
 
@@ -141,3 +142,14 @@ class MemoryTrimmer:
             except Exception:
                 log.exception("memory trim failed; not trying again in this process")
                 return
+
+
+def leave_out_test_tools() -> None:
+    """Keep hypothesis out of a broker process.
+
+    kio (the Kafka protocol's types) imports hypothesis's strategies whenever hypothesis is
+    installed, as it is wherever our tests and benchmarks run (a dev dependency): 10 MB of
+    a front's RSS that nothing in a broker uses. ``None`` in ``sys.modules`` makes that
+    import fail as it does where hypothesis is not installed, which kio expects.
+    """
+    sys.modules.setdefault("hypothesis", None)  # type: ignore[arg-type]

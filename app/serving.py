@@ -109,6 +109,9 @@ def uvicorn_options(settings: Settings) -> dict[str, Any]:
 
 def serve(settings: Settings) -> int:
     """Serve until stopped (SIGTERM, SIGINT); the exit code."""
+    from app.memory import leave_out_test_tools
+
+    leave_out_test_tools()
     if settings.workers > 1 and settings.core_process:
         from app.fronts import serve_fronts
 

@@ -35,9 +35,13 @@ _LENGTH = struct.Struct("!I")
 READ_LIMIT = 16 * 1024 * 1024
 
 
-def encode(message: tuple[Any, ...]) -> bytes:
+Frame = tuple[bytes, bytes]  # the length, then the pickle: written one after the other, never joined
+
+
+def encode(message: tuple[Any, ...]) -> Frame:
+    """The frame of ``message``; the pickle is not copied behind its length (a produce call can be megabytes)."""
     body = pickle.dumps(message, protocol=pickle.HIGHEST_PROTOCOL)
-    return _LENGTH.pack(len(body)) + body
+    return _LENGTH.pack(len(body)), body
 
 
 class FrameWriter:
@@ -51,10 +55,10 @@ class FrameWriter:
         self._writer = writer
         self._waiting: list[bytes] = []
 
-    def send(self, frame: bytes) -> None:
+    def send(self, frame: Frame) -> None:
         if not self._waiting:
             asyncio.get_running_loop().call_soon(self.flush)
-        self._waiting.append(frame)
+        self._waiting.extend(frame)
 
     def flush(self) -> None:
         frames, self._waiting = self._waiting, []

@@ -22,7 +22,7 @@ from half_store.services.half_messages import Prepared
 def _through_the_socket(message: tuple[Any, ...]) -> tuple[Any, ...] | None:
     async def run() -> tuple[Any, ...] | None:
         reader = asyncio.StreamReader()
-        reader.feed_data(encode(message))
+        reader.feed_data(b"".join(encode(message)))
         reader.feed_eof()
         return await read_frame(reader)
 
@@ -60,7 +60,7 @@ def test_results_and_errors_arrive_whole() -> None:
 def test_a_closed_connection_reads_as_none() -> None:
     async def run() -> tuple[Any, ...] | None:
         reader = asyncio.StreamReader()
-        reader.feed_data(encode((CALL, 1))[:5])  # cut off mid-frame
+        reader.feed_data(b"".join(encode((CALL, 1)))[:5])  # cut off mid-frame
         reader.feed_eof()
         return await read_frame(reader)
 

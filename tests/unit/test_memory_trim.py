@@ -90,3 +90,18 @@ def test_with_the_trimmer_on_a_freed_page_buffer_is_reused_instead_of_faulted_in
     # about 1,250 for every page (not asserted: transparent huge pages would change it); with
     # the thresholds the trimmer sets, the buffer the last page freed is reused.
     assert faults_per_5_mb_page(60) < 200
+
+
+def test_a_broker_process_serves_the_kafka_protocol_without_loading_hypothesis() -> None:
+    """kio imports hypothesis wherever it is installed; a broker process keeps it out and kio still works."""
+    script = (
+        "import sys\n"
+        "from app.memory import leave_out_test_tools\n"
+        "leave_out_test_tools()\n"
+        "import app.kafka.front, kio.schema.metadata.v12 as metadata\n"
+        "assert metadata.MetadataRequest is not None\n"
+        "print(sorted(m for m in sys.modules if m.split('.')[0] == 'hypothesis'))\n"
+    )
+    done = subprocess.run([sys.executable, "-c", script], capture_output=True, text=True, timeout=60, check=False)
+    assert done.returncode == 0, done.stderr
+    assert done.stdout.strip() == "['hypothesis']"  # only the placeholder that refused the import
