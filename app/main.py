@@ -7,7 +7,7 @@ import ipaddress
 import logging
 import os
 from collections.abc import AsyncIterator, Callable
-from contextlib import asynccontextmanager
+from contextlib import AbstractAsyncContextManager, asynccontextmanager, nullcontext
 from typing import TYPE_CHECKING, Any
 
 import fastapi.routing
@@ -43,12 +43,14 @@ from app.kafka.front import kafka_front
 from app.memory import MemoryTrimmer, tune_garbage_collector
 from app.metrics import FRONT_MEMORY_RELEASED
 from app.presence import broker_presence
-from app.rocketmq.server import rocketmq_listener
 from half_store.domain.message_limits import MessageLimits
 from half_store.settings import Settings
 
 if TYPE_CHECKING:
     from app.core.link import SharedCore
+    from app.handle import BrokerHandle
+    from app.presence import Presence
+    from app.rocketmq.server import RocketMQListener
 
 log = logging.getLogger(__name__)
 
@@ -168,10 +170,22 @@ async def fronts(app: FastAPI, settings: Settings) -> AsyncIterator[None]:
     async with (
         broker_presence(broker.brokers, settings) as presence,
         kafka_front(app, settings, presence),
-        rocketmq_listener(broker, authority, settings, presence) as rocketmq,
+        _rocketmq_listener(broker, authority, settings, presence) as rocketmq,
     ):
         app.state.rocketmq = rocketmq
         yield
+
+
+def _rocketmq_listener(
+    broker: BrokerHandle, authority: Authority, settings: Settings, presence: Presence
+) -> AbstractAsyncContextManager[RocketMQListener | None]:
+    """The RocketMQ listener; with ``HALFMQ_GRPC_PORT=0`` none, and gRPC and the RocketMQ
+    protocol are not even imported (about 15 MB of the front)."""
+    if settings.grpc_port == 0:
+        return nullcontext(None)
+    from app.rocketmq.server import rocketmq_listener
+
+    return rocketmq_listener(broker, authority, settings, presence)
 
 
 @asynccontextmanager

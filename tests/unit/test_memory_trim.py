@@ -5,6 +5,7 @@ from __future__ import annotations
 import subprocess
 import sys
 import time
+from pathlib import Path
 
 import pytest
 from prometheus_client import CollectorRegistry, Counter
@@ -105,3 +106,22 @@ def test_a_broker_process_serves_the_kafka_protocol_without_loading_hypothesis()
     done = subprocess.run([sys.executable, "-c", script], capture_output=True, text=True, timeout=60, check=False)
     assert done.returncode == 0, done.stderr
     assert done.stdout.strip() == "['hypothesis']"  # only the placeholder that refused the import
+
+
+def test_a_broker_without_its_rocketmq_port_never_loads_grpc(tmp_path: Path) -> None:
+    database_url = f"sqlite:///{tmp_path / 'broker.db'}"
+    script = (
+        "import sys\n"
+        "from fastapi.testclient import TestClient\n"
+        "from app.main import create_app\n"
+        "from half_store.settings import Settings\n"
+        f"settings = Settings(database_url={database_url!r}, grpc_port=0, kafka_port=0, core_process=False,"
+        " run_checker=False)\n"
+        "with TestClient(create_app(settings)) as client:\n"
+        "    assert client.get('/healthz').status_code == 200\n"
+        "    assert client.app.state.rocketmq is None\n"
+        "print('grpc' in sys.modules)\n"
+    )
+    done = subprocess.run([sys.executable, "-c", script], capture_output=True, text=True, timeout=60, check=False)
+    assert done.returncode == 0, done.stderr
+    assert done.stdout.strip().splitlines()[-1] == "False"
