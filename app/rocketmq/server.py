@@ -226,11 +226,8 @@ def _count(name: str, code: int | None, started: float) -> None:
 @asynccontextmanager
 async def rocketmq_listener(
     broker: BrokerHandle, authority: Authority, settings: Settings, presence: Presence
-) -> AsyncIterator[RocketMQListener | None]:
-    """The listener while the broker serves (None when ``HALFMQ_GRPC_PORT`` is 0)."""
-    if settings.grpc_port == 0:
-        yield None
-        return
+) -> AsyncIterator[RocketMQListener]:
+    """The listener while the broker serves (the app does not come here when ``HALFMQ_GRPC_PORT`` is 0)."""
     listener = RocketMQListener(broker, authority, settings, presence)
     await listener.start()
     try:
