@@ -39,7 +39,6 @@ from app.api.otel import install_otel
 from app.api.rights import rights_of
 from app.auth.authority import Authority, configure_audit_log
 from app.auth.cache import AccessCache
-from app.kafka.front import kafka_front
 from app.memory import MemoryTrimmer, tune_garbage_collector
 from app.metrics import FRONT_MEMORY_RELEASED
 from app.presence import broker_presence
@@ -47,7 +46,7 @@ from half_store.domain.message_limits import MessageLimits
 from half_store.settings import Settings
 
 if TYPE_CHECKING:
-    from app.core.link import SharedCore
+    from app.core.link import SharedCore, SpawnedCore
     from app.handle import BrokerHandle
     from app.presence import Presence
     from app.rocketmq.server import RocketMQListener
@@ -65,14 +64,17 @@ WITHOUT_NATIVE_TELEMETRY: dict[str, Any] = (
 
 
 @asynccontextmanager
-async def _serving_broker(app: FastAPI, settings: Settings, shared: SharedCore | None) -> AsyncIterator[None]:
+async def _serving_broker(app: FastAPI, settings: Settings, core: SharedCore | SpawnedCore | None) -> AsyncIterator[None]:
     """The broker behind the routes: in a core process of its own, one shared with other fronts, or in this one."""
-    if settings.core_process or shared is not None:
-        from app.core.link import CoreLink, FrontMetrics, RemoteBroker
+    if settings.core_process or core is not None:
+        from app.core.link import CoreLink, FrontMetrics, RemoteBroker, SharedCore
 
-        link = await (CoreLink.start(settings) if shared is None else CoreLink.connect(shared.socket))
+        if isinstance(core, SharedCore):
+            link = await CoreLink.connect(core.socket)
+            metrics: FrontMetrics | None = FrontMetrics(link, core.index).start()
+        else:
+            link, metrics = await CoreLink.start(settings, core), None
         app.state.broker = RemoteBroker(settings, link)
-        metrics = None if shared is None else FrontMetrics(link, shared.index).start()
         if metrics is not None:
             app.state.front_metrics = metrics.collect
         try:
@@ -91,10 +93,11 @@ async def _serving_broker(app: FastAPI, settings: Settings, shared: SharedCore |
                 yield
 
 
-def create_app(settings: Settings | None = None, shared: SharedCore | None = None) -> FastAPI:
+def create_app(settings: Settings | None = None, core: SharedCore | SpawnedCore | None = None) -> FastAPI:
     """The broker's HTTP app: its services in a core process of their own, or in this one.
 
-    ``shared``: one of several fronts (:mod:`app.fronts`), calling the core they share.
+    ``core``: a :class:`SharedCore` makes this one of several fronts (:mod:`app.fronts`), calling
+    the core they share; a :class:`SpawnedCore` is this front's own core, started already.
     """
     settings = settings or Settings()
     problem = settings.startup_problem()
@@ -107,7 +110,7 @@ def create_app(settings: Settings | None = None, shared: SharedCore | None = Non
         warn_if_open(settings)
         trimmer = MemoryTrimmer(settings.memory_trim_seconds, FRONT_MEMORY_RELEASED).start()
         try:
-            async with _serving_broker(app, settings, shared):
+            async with _serving_broker(app, settings, core):
                 tune_garbage_collector()
                 yield
         finally:
@@ -169,11 +172,21 @@ async def fronts(app: FastAPI, settings: Settings) -> AsyncIterator[None]:
     broker, authority = app.state.broker, app.state.authority
     async with (
         broker_presence(broker.brokers, settings) as presence,
-        kafka_front(app, settings, presence),
+        _kafka_listener(app, settings, presence),
         _rocketmq_listener(broker, authority, settings, presence) as rocketmq,
     ):
         app.state.rocketmq = rocketmq
         yield
+
+
+def _kafka_listener(app: FastAPI, settings: Settings, presence: Presence) -> AbstractAsyncContextManager[None]:
+    """The Kafka listener; with ``HALFMQ_KAFKA_PORT=0`` none, and the Kafka protocol (kio) is not
+    even imported (0.2 s of every front's start)."""
+    if settings.kafka_port == 0:
+        return nullcontext()
+    from app.kafka.front import kafka_front
+
+    return kafka_front(app, settings, presence)
 
 
 def _rocketmq_listener(

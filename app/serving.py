@@ -116,11 +116,14 @@ def serve(settings: Settings) -> int:
         from app.fronts import serve_fronts
 
         return serve_fronts(settings, uvicorn_options(settings))
+    from app.core.link import spawn_core
+
+    core = spawn_core(settings) if settings.core_process else None  # starting while this process imports the app
     import uvicorn
 
     from app.main import create_app
 
-    uvicorn.run(create_app(settings), **uvicorn_options(settings))
+    uvicorn.run(create_app(settings, core), **uvicorn_options(settings))
     return 0
 
 

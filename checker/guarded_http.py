@@ -10,6 +10,8 @@ connect on our behalf to anywhere), and redirects are never followed.
 
 from __future__ import annotations
 
+import functools
+import ssl
 from collections.abc import Iterable
 from typing import Any
 
@@ -59,15 +61,22 @@ class GuardedTransport(httpx.AsyncHTTPTransport):
     """httpx's own transport, with its connection pool built on :class:`GuardedBackend`."""
 
     def __init__(self, guard: CallbackGuard, limits: httpx.Limits) -> None:
-        super().__init__(limits=limits, trust_env=False)
+        super().__init__(verify=_callback_tls(), limits=limits, trust_env=False)
         # httpx builds its pool without a way to pass a network backend; build the same pool with ours.
         self._pool = httpcore.AsyncConnectionPool(
-            ssl_context=httpx.create_ssl_context(trust_env=False),
+            ssl_context=_callback_tls(),
             max_connections=limits.max_connections,
             max_keepalive_connections=limits.max_keepalive_connections,
             keepalive_expiry=limits.keepalive_expiry,
             network_backend=GuardedBackend(guard),
         )
+
+
+@functools.cache
+def _callback_tls() -> ssl.SSLContext:
+    """The callbacks' TLS settings (the default CA bundle), made once per process: loading the
+    bundle took about 15 ms, twice for every app that started."""
+    return httpx.create_ssl_context(trust_env=False)
 
 
 def guarded_client(guard: CallbackGuard, max_connections: int) -> httpx.AsyncClient:

@@ -11,7 +11,7 @@ from typing_extensions import TypedDict
 
 from app.api.encoding import JsonResponse
 from app.api.log_routes import ERRORS, TopicPath, broker_of
-from app.api.models import NO_NUL, Isolation, PartitionDescription, TopicAlter, TopicDescription
+from app.api.models import NO_NUL, Isolation, PartitionDescription, TopicAlter, TopicDescription, answer_shape
 from app.api.rights import ALTER, DESCRIBE, TOPIC, cluster, path, require, rights
 from half_store.domain.admin_records import (
     RETENTION_KEYS,
@@ -27,11 +27,13 @@ from half_store.domain.txn_state import TxnState
 router = APIRouter(prefix="/v1", responses=ERRORS)
 
 
+@answer_shape
 class TransactionPartitionOut(TypedDict):
     topic: str
     partition: int
 
 
+@answer_shape
 class TransactionListed(TypedDict):
     txn_id: str
     transactional_id: str | None
@@ -44,10 +46,12 @@ class TransactionListed(TypedDict):
     timeout_ms: int
 
 
+@answer_shape
 class TransactionList(TypedDict):
     transactions: list[TransactionListed]
 
 
+@answer_shape
 class ProducerGroupOut(TypedDict):
     producer_group: str
     prepared: int
@@ -55,6 +59,7 @@ class ProducerGroupOut(TypedDict):
     live_listeners: int
 
 
+@answer_shape
 class CheckerStatusOut(TypedDict):
     leader: str | None
     lease_expires_ms: int | None
@@ -108,6 +113,7 @@ async def describe_topic(topic: TopicPath, request: Request) -> Response:
     return JsonResponse(topic_json(await broker_of(request).admin.describe_topic(topic)))
 
 
+@answer_shape
 class OffsetForTime(TypedDict):
     partition: int
     offset: Annotated[int, Field(description="The first offset whose message's timestamp is at or after the time; "
@@ -115,6 +121,7 @@ class OffsetForTime(TypedDict):
     timestamp: Annotated[int | None, Field(description="That message's timestamp; null when there is none")]
 
 
+@answer_shape
 class OffsetsForTime(TypedDict):
     topic: str
     timestamp: int

@@ -11,7 +11,7 @@ from typing_extensions import TypedDict
 
 from app.api.encoding import JsonResponse, to_record
 from app.api.log_routes import ERRORS, TopicPath, broker_of, check_batch_size, limits_of
-from app.api.models import NO_NUL, MessageFields, Strict
+from app.api.models import NO_NUL, MessageFields, Strict, answer_shape
 from app.api.rights import TOPIC, WRITE, listing, path, require, rights
 from app.api.tracing import trace_context
 from half_store.domain.delay_records import ScheduledMessage
@@ -37,6 +37,7 @@ class DelayedProduce(Strict):
     messages: Annotated[list[DelayedMessageIn], Field(min_length=1)]
 
 
+@answer_shape
 class ScheduledOut(TypedDict):
     message_id: str
     topic: str
@@ -47,10 +48,12 @@ class ScheduledOut(TypedDict):
     offset: int | None
 
 
+@answer_shape
 class ScheduledList(TypedDict):
     scheduled: list[ScheduledOut]
 
 
+@answer_shape
 class DelayedList(TypedDict):
     delayed_messages: list[ScheduledOut]
 

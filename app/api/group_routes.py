@@ -15,7 +15,7 @@ from typing_extensions import TypedDict
 
 from app.api.encoding import JsonResponse
 from app.api.log_routes import ERRORS, GroupPath, broker_of
-from app.api.models import Epoch, MemberId, Partition, Strict, TopicName
+from app.api.models import Epoch, MemberId, Partition, Strict, TopicName, answer_shape
 from app.api.rights import DESCRIBE, GROUP, READ, TOPIC, body_names, listing, path, require, rights
 from half_store.domain.group_records import MemberAnswer, MemberView, NamedPartition
 
@@ -29,6 +29,7 @@ class TopicPartitionIn(Strict):
     partition: Partition
 
 
+@answer_shape
 class TopicPartitionOut(TypedDict):
     topic: str
     partition: int
@@ -54,6 +55,7 @@ class MemberHeartbeat(Strict):
     topics: Topics | None = Field(None, description="A new subscription, when it changes")
 
 
+@answer_shape
 class MemberAssignment(TypedDict):
     member_id: str
     member_epoch: int
@@ -62,6 +64,7 @@ class MemberAssignment(TypedDict):
     state: Annotated[str, Field(description="STABLE, UNREVOKED_PARTITIONS or UNRELEASED_PARTITIONS")]
 
 
+@answer_shape
 class GroupSummaryOut(TypedDict):
     group: str
     state: str
@@ -69,10 +72,12 @@ class GroupSummaryOut(TypedDict):
     lag: Annotated[int, Field(description="Committed records still to read in all its partitions (markers not counted)")]
 
 
+@answer_shape
 class GroupList(TypedDict):
     groups: list[GroupSummaryOut]
 
 
+@answer_shape
 class MemberOut(TypedDict):
     member_id: str
     member_epoch: int
@@ -86,6 +91,7 @@ class MemberOut(TypedDict):
     last_heartbeat_ms: int
 
 
+@answer_shape
 class DescribedGroupOffset(TypedDict):
     """A committed offset as a group's description shows it (``GET /v1/groups/{group}/offsets`` says more)."""
 
@@ -96,6 +102,7 @@ class DescribedGroupOffset(TypedDict):
     lag: int | None
 
 
+@answer_shape
 class GroupDescription(TypedDict):
     group: str
     state: str

@@ -14,7 +14,7 @@ from typing_extensions import TypedDict
 from app.api.encoding import JsonResponse, json_text, to_record
 from app.api.log_routes import ERRORS, broker_of, limits_of
 from app.api.long_polls import long_poll_slot
-from app.api.models import NO_NUL, GroupName, Identifier, MessageFields, Strict, TopicName
+from app.api.models import NO_NUL, GroupName, Identifier, MessageFields, Strict, TopicName, answer_shape
 from app.api.rights import (
     DESCRIBE,
     PRODUCER_GROUP,
@@ -49,12 +49,14 @@ class HalfMessageIn(MessageFields):
     check_immunity_seconds: Annotated[float, Field(ge=0, le=7 * 24 * 3600)] | None = None
 
 
+@answer_shape
 class HalfPrepared(TypedDict):
     message_id: str
     transaction_id: str
     state: HalfState
 
 
+@answer_shape
 class HalfResolved(TypedDict):
     """A commit also says where the message went."""
 
@@ -65,6 +67,7 @@ class HalfResolved(TypedDict):
     offset: NotRequired[int]
 
 
+@answer_shape
 class HalfDescription(TypedDict):
     message_id: str
     transaction_id: str
@@ -85,6 +88,7 @@ class HalfDescription(TypedDict):
     resolved_at: Annotated[int | None, Field(description="When it was resolved (ms since the epoch); null while PREPARED")]
 
 
+@answer_shape
 class HalfBody(TypedDict):
     """The message itself: ``topic:read`` on its topic, else ``body_hidden``; absent once retention deleted it."""
 
@@ -97,12 +101,14 @@ class HalfBody(TypedDict):
     ]
 
 
+@answer_shape
 class HalfListed(HalfDescription, HalfBody):
     """A list's item: the value cut to 256 characters (a cut JSON value as the start of its JSON text)."""
 
     value_truncated: NotRequired[Annotated[bool, Field(description="value or value_base64 was cut to 256 characters")]]
 
 
+@answer_shape
 class CheckOut(TypedDict):
     at_ms: int
     instance_id: Annotated[str | None, Field(description="The listener asked; null when none was live (answer ERROR)")]
@@ -110,10 +116,12 @@ class CheckOut(TypedDict):
     latency_ms: int | None
 
 
+@answer_shape
 class HalfDetail(HalfDescription, HalfBody):
     checks: Annotated[list[CheckOut], Field(description=f"The last {CHECK_HISTORY_KEPT} back-checks, oldest first")]
 
 
+@answer_shape
 class HalfList(TypedDict):
     half_messages: list[HalfListed]
 
@@ -126,12 +134,14 @@ class ListenerIn(Strict):
     secret: Annotated[str, Field(min_length=1, max_length=1024, pattern=NO_NUL)] | None = None
 
 
+@answer_shape
 class ListenerRegistered(TypedDict):
     producer_group: str
     instance_id: str
     ttl_seconds: int
 
 
+@answer_shape
 class CheckList(TypedDict):
     checks: list[CheckPayload]
 

@@ -12,13 +12,14 @@ from typing_extensions import TypedDict
 
 from app.api.encoding import JsonResponse
 from app.api.log_routes import broker_of
-from app.api.models import Status
+from app.api.models import Status, answer_shape
 from app.api.rights import DESCRIBE, PUBLIC, cluster, rights
 from app.metrics import front_metrics
 
 router = APIRouter(tags=["operations"])
 
 
+@answer_shape
 class ClusterDescription(TypedDict):
     cluster_name: Annotated[
         str, Field(description="HALFMQ_CLUSTER_NAME: replicators stamp copies with it and never copy back")

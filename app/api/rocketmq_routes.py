@@ -8,17 +8,20 @@ from typing_extensions import TypedDict
 
 from app.api.encoding import JsonResponse
 from app.api.log_routes import ERRORS, broker_of
+from app.api.models import answer_shape
 from app.api.rights import DESCRIBE, cluster, rights
 from half_store.domain.rocketmq_records import ClientSessionRecord
 
 router = APIRouter(prefix="/v1", responses=ERRORS)
 
 
+@answer_shape
 class SubscriptionOut(TypedDict):
     topic: str
     expression: str
 
 
+@answer_shape
 class SessionOut(TypedDict):
     client_id: str
     client_type: str
@@ -34,6 +37,7 @@ class SessionOut(TypedDict):
     broker: str
 
 
+@answer_shape
 class BrokerOut(TypedDict):
     instance_id: str
     advertised_address: str
@@ -42,6 +46,7 @@ class BrokerOut(TypedDict):
     sessions: int
 
 
+@answer_shape
 class RocketMQSessions(TypedDict):
     brokers: list[BrokerOut]
     sessions: list[SessionOut]

@@ -12,7 +12,7 @@ from typing_extensions import TypedDict
 from app.api.encoding import JsonResponse, message_json
 from app.api.log_routes import ERRORS, broker_of, check_batch_size
 from app.api.long_polls import long_poll_slot
-from app.api.models import MessageOut, Strict, TopicName
+from app.api.models import MessageOut, Strict, TopicName, answer_shape
 from app.api.rights import (
     ALTER,
     DESCRIBE,
@@ -81,12 +81,14 @@ class ShareReceive(Strict):
     )
 
 
+@answer_shape
 class ReceivedOut(MessageOut):
     receipt: str
     delivery_count: int
     lock_expires_ms: int
 
 
+@answer_shape
 class ReceiptOutcome(TypedDict):
     receipt: str
     ok: bool
@@ -94,6 +96,7 @@ class ReceiptOutcome(TypedDict):
     lock_expires_ms: NotRequired[Annotated[int, Field(description="extend: when the renewed lock runs out")]]
 
 
+@answer_shape
 class ShareReceived(TypedDict):
     messages: list[ReceivedOut]
     results: NotRequired[Annotated[list[ReceiptOutcome], Field(description="With acks: what became of each, in order")]]
@@ -113,10 +116,12 @@ class TransactionAcks(Strict):
     receipts: Annotated[list[ReceiptIn], Field(min_length=1)]
 
 
+@answer_shape
 class ReceiptOutcomes(TypedDict):
     results: list[ReceiptOutcome]
 
 
+@answer_shape
 class SharePartitionOut(TypedDict):
     partition: int
     start_offset: int
@@ -127,6 +132,7 @@ class SharePartitionOut(TypedDict):
     dlq: int
 
 
+@answer_shape
 class ShareTopicOut(TypedDict):
     topic: str
     available: int
@@ -136,11 +142,13 @@ class ShareTopicOut(TypedDict):
     partitions: list[SharePartitionOut]
 
 
+@answer_shape
 class ShareGroupDescription(TypedDict):
     group: str
     topics: list[ShareTopicOut]
 
 
+@answer_shape
 class ShareGroupListed(TypedDict):
     group: str
     topics: Annotated[list[str], Field(description="The topics it has received from")]
@@ -149,6 +157,7 @@ class ShareGroupListed(TypedDict):
     dlq: int
 
 
+@answer_shape
 class ShareGroupList(TypedDict):
     share_groups: list[ShareGroupListed]
 

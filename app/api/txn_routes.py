@@ -21,6 +21,7 @@ from app.api.models import (
     ProducerId,
     Strict,
     TimeoutMs,
+    answer_shape,
 )
 from app.api.rights import (
     ANONYMOUS_TRANSACTION,
@@ -55,17 +56,20 @@ class TransactionOffsets(MemberFields):
     offsets: Annotated[list[GroupOffsetIn], Field(min_length=1)]
 
 
+@answer_shape
 class TransactionCreated(TypedDict):
     txn_id: str
     state: TxnState
     timeout_ms: int
 
 
+@answer_shape
 class TransactionPartition(TypedDict):
     topic: str
     partition: int
 
 
+@answer_shape
 class TransactionDescription(TransactionCreated):
     partitions: list[TransactionPartition]
     producer_id: int | None
@@ -76,12 +80,14 @@ class TransactionDescription(TransactionCreated):
     last_state_change_ms: Annotated[int | None, Field(description="When its state last changed")]
 
 
+@answer_shape
 class TransactionOffsetsAdded(TypedDict):
     txn_id: str
     group: str
     offsets: Annotated[int, Field(description="How many offsets the transaction will commit for the group")]
 
 
+@answer_shape
 class TransactionEnded(TypedDict):
     txn_id: str
     state: TxnState

@@ -51,6 +51,25 @@ class SharedCore:
     index: int
 
 
+@dataclass(frozen=True)
+class SpawnedCore:
+    """A front's own core process, started but not yet connected to."""
+
+    process: subprocess.Popen[bytes]
+    socket: socket.socket  # the front's end of the pair the core was given
+
+
+def spawn_core(settings: Settings) -> SpawnedCore:
+    """Start a front's own core process. ``python -m app`` calls this before it imports the app,
+    so the core imports and opens the database while the front imports (0.4 s of a start)."""
+    front_end, core_end = socket.socketpair()
+    env = dict(os.environ)
+    env.update({SETTINGS_ENV: settings.model_dump_json(), SOCKET_FD_ENV: str(core_end.fileno()), PARENT_ENV: str(os.getpid())})
+    process = subprocess.Popen([sys.executable, "-m", "app.core"], env=env, pass_fds=(core_end.fileno(),))
+    core_end.close()
+    return SpawnedCore(process, front_end)
+
+
 class CoreLink:
     """One core process and the connection to it; calls are multiplexed by id."""
 
@@ -67,21 +86,15 @@ class CoreLink:
         self._reading = asyncio.create_task(self._read())
 
     @classmethod
-    async def start(cls, settings: Settings) -> CoreLink:
-        """Start the core and wait until it has migrated, recovered and is answering."""
-        front_end, core_end = socket.socketpair()
-        env = dict(os.environ)
-        env.update(
-            {SETTINGS_ENV: settings.model_dump_json(), SOCKET_FD_ENV: str(core_end.fileno()), PARENT_ENV: str(os.getpid())}
-        )
-        process = subprocess.Popen([sys.executable, "-m", "app.core"], env=env, pass_fds=(core_end.fileno(),))
-        core_end.close()
-        reader, writer = await asyncio.open_unix_connection(sock=front_end, limit=READ_LIMIT)
+    async def start(cls, settings: Settings, spawned: SpawnedCore | None = None) -> CoreLink:
+        """Start the core (unless it is ``spawned`` already) and wait until it has migrated, recovered and is answering."""
+        core = spawned or spawn_core(settings)
+        reader, writer = await asyncio.open_unix_connection(sock=core.socket, limit=READ_LIMIT)
         if await read_frame(reader) != (READY,):
             writer.close()
-            code = await asyncio.to_thread(process.wait)
+            code = await asyncio.to_thread(core.process.wait)
             raise RuntimeError(f"the broker's core process exited during start-up (exit code {code}); see its log above")
-        return cls(process, reader, writer)
+        return cls(core.process, reader, writer)
 
     @classmethod
     async def connect(cls, path: str) -> CoreLink:

@@ -33,10 +33,7 @@ def live_nodes(live: list[BrokerRecord]) -> list[KafkaNode]:
 
 @asynccontextmanager
 async def kafka_front(app: FastAPI, settings: Settings, presence: Presence) -> AsyncIterator[None]:
-    """Serve the Kafka protocol on HALFMQ_HOST:HALFMQ_KAFKA_PORT while the broker runs (port 0: not at all)."""
-    if settings.kafka_port == 0:
-        yield
-        return
+    """Serve the Kafka protocol on HALFMQ_HOST:HALFMQ_KAFKA_PORT while the broker runs."""
     address = advertised_address(settings, settings.kafka_port)
     host, port = split_address(address)
     cluster = ClusterView(KafkaNode(kafka_node_id(address), host, port), settings.cluster_name)
@@ -46,8 +43,9 @@ async def kafka_front(app: FastAPI, settings: Settings, presence: Presence) -> A
     presence.kafka_node_id, presence.kafka_address = cluster.me.node_id, address
     presence.watch(lambda live: cluster.update(live_nodes(live)))
     await presence.announce()
-    log.info("kafka protocol on %s:%d, advertised as %s (node %d)", settings.host, settings.kafka_port,
-             address, cluster.me.node_id)
+    log.info(
+        "kafka protocol on %s:%d, advertised as %s (node %d)", settings.host, settings.kafka_port, address, cluster.me.node_id
+    )
     try:
         yield
     finally:

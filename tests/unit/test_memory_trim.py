@@ -106,7 +106,7 @@ def test_a_broker_process_serves_the_kafka_protocol_without_loading_hypothesis()
     assert _last_line_printed_by(script) == "['hypothesis']"  # only the placeholder that refused the import
 
 
-def test_a_broker_without_its_rocketmq_port_never_loads_grpc(tmp_path: Path) -> None:
+def test_a_broker_without_its_protocol_ports_loads_neither_grpc_nor_kio(tmp_path: Path) -> None:
     database_url = f"sqlite:///{tmp_path / 'broker.db'}"
     script = (
         "import sys\n"
@@ -118,9 +118,9 @@ def test_a_broker_without_its_rocketmq_port_never_loads_grpc(tmp_path: Path) -> 
         "with TestClient(create_app(settings)) as client:\n"
         "    assert client.get('/healthz').status_code == 200\n"
         "    assert client.app.state.rocketmq is None\n"
-        "print('grpc' in sys.modules)\n"
+        "print('grpc' in sys.modules, 'kio' in sys.modules)\n"
     )
-    assert _last_line_printed_by(script) == "False"
+    assert _last_line_printed_by(script) == "False False"
 
 
 def _last_line_printed_by(script: str) -> str:
