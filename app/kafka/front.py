@@ -43,9 +43,8 @@ async def kafka_front(app: FastAPI, settings: Settings, presence: Presence) -> A
     presence.kafka_node_id, presence.kafka_address = cluster.me.node_id, address
     presence.watch(lambda live: cluster.update(live_nodes(live)))
     await presence.announce()
-    log.info(
-        "kafka protocol on %s:%d, advertised as %s (node %d)", settings.host, settings.kafka_port, address, cluster.me.node_id
-    )
+    log.info("kafka protocol on %s:%d, advertised as %s (node %d)", settings.host, settings.kafka_port,
+             address, cluster.me.node_id)
     try:
         yield
     finally:
