@@ -90,12 +90,14 @@ def database_problem(settings: Settings) -> DatabaseUnusable | None:
 
 
 def uvicorn_options(settings: Settings) -> dict[str, Any]:
+    from app.one_write_http import OneWriteHttpToolsProtocol
+
     return {
         "host": settings.host,
         "port": settings.port,
         "log_level": settings.log_level,
         "loop": "auto",
-        "http": "auto",
+        "http": OneWriteHttpToolsProtocol,  # uvicorn's httptools protocol, each answer in one write
         "access_log": False,  # the broker's own access log (HALFMQ_ACCESS_LOG) replaces uvicorn's
         "timeout_graceful_shutdown": 10,
         "ssl_certfile": settings.ssl_certfile,
