@@ -55,7 +55,7 @@ class _JoinedWrites:
 
 
 class OneWriteHttpToolsProtocol(HttpToolsProtocol):
-    """What ``HALFMQ`` passes uvicorn as its ``http`` protocol."""
+    """The protocol the broker gives uvicorn (``http=``): httptools, each connection's writes joined."""
 
     def connection_made(self, transport: asyncio.Transport) -> None:  # type: ignore[override]
         super().connection_made(_JoinedWrites(transport, self.loop))  # type: ignore[arg-type]
