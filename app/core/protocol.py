@@ -17,6 +17,8 @@ import pickle
 import struct
 from typing import Any
 
+from app.joined_writes import JoinedWrites
+
 # How the front hands the core its settings, its end of the socket pair and its own pid.
 SETTINGS_ENV = "HALFMQ_CORE_SETTINGS"
 SOCKET_FD_ENV = "HALFMQ_CORE_FD"
@@ -44,34 +46,25 @@ def encode(message: tuple[Any, ...]) -> Frame:
     return _LENGTH.pack(len(body)), body
 
 
-class FrameWriter:
+class FrameWriter(JoinedWrites):
     """Sends frames; those written in one turn of the event loop leave in one write.
 
     With many calls in flight a turn produces many frames: one system call and one
     wake-up of the other end for all of them, instead of one each.
     """
 
+    __slots__ = ("_writer",)
+
     def __init__(self, writer: asyncio.StreamWriter) -> None:
+        super().__init__(writer)
         self._writer = writer
-        self._waiting: list[bytes] = []
 
     def send(self, frame: Frame) -> None:
-        if not self._waiting:
-            asyncio.get_running_loop().call_soon(self.flush)
-        self._waiting.extend(frame)
-
-    def flush(self) -> None:
-        frames, self._waiting = self._waiting, []
-        if frames and not self._writer.is_closing():
-            self._writer.writelines(frames)
+        self.write(*frame)
 
     async def drain(self) -> None:
         """Wait while the other end is behind (the socket's buffer is full)."""
         await self._writer.drain()
-
-    def close(self) -> None:
-        self.flush()
-        self._writer.close()
 
 
 async def read_frame(reader: asyncio.StreamReader) -> tuple[Any, ...] | None:

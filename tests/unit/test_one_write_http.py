@@ -8,18 +8,18 @@ from typing import Any
 
 import uvicorn
 
-from app.one_write_http import FLUSH_BYTES, OneWriteHttpToolsProtocol, _JoinedWrites
+from app.one_write_http import FLUSH_BYTES, OneWriteHttpToolsProtocol, _JoinedTransport
 
 
 class _Socket:
-    """Stands in for a transport: what reached the socket, write by write."""
+    """Stands in for a transport: what reached the socket, write by write (a writelines is one)."""
 
     def __init__(self) -> None:
         self.writes: list[bytes] = []
         self.closed = False
 
-    def write(self, data: bytes) -> None:
-        self.writes.append(data)
+    def writelines(self, chunks: list[bytes]) -> None:
+        self.writes.append(b"".join(chunks))
 
     def is_closing(self) -> bool:
         return self.closed
@@ -34,7 +34,7 @@ class _Socket:
 def test_the_writes_of_one_step_reach_the_socket_as_one() -> None:
     async def scenario() -> list[bytes]:
         sink = _Socket()
-        joined = _JoinedWrites(sink, asyncio.get_running_loop())  # type: ignore[arg-type]
+        joined = _JoinedTransport(sink)  # type: ignore[arg-type]
         joined.write(b"HTTP/1.1 200 OK\r\ncontent-length: 2\r\n\r\n")
         joined.write(b"{}")
         assert sink.writes == []  # nothing yet: the step is not over
@@ -47,12 +47,12 @@ def test_the_writes_of_one_step_reach_the_socket_as_one() -> None:
 def test_a_close_sends_what_is_pending_first_and_a_large_answer_is_not_held() -> None:
     async def scenario() -> tuple[list[bytes], bool, list[bytes], str]:
         sink = _Socket()
-        joined = _JoinedWrites(sink, asyncio.get_running_loop())  # type: ignore[arg-type]
+        joined = _JoinedTransport(sink)  # type: ignore[arg-type]
         joined.write(b"last words")
         joined.close()
         closed_after = (list(sink.writes), sink.closed)
         big = _Socket()
-        joined = _JoinedWrites(big, asyncio.get_running_loop())  # type: ignore[arg-type]
+        joined = _JoinedTransport(big)  # type: ignore[arg-type]
         joined.write(b"h" * 100)
         joined.write(b"b" * FLUSH_BYTES)
         return closed_after[0], closed_after[1], big.writes, joined.get_extra_info("peername")
